@@ -1,0 +1,274 @@
+"""ProtoJSON for the dataclasses in :mod:`a2a_flask.models`.
+
+``encode`` turns a model into plain JSON values (camelCase members, enum names,
+base64 bytes, defaults left out).  ``decode`` does the reverse, accepting
+camelCase or snake_case member names, ignoring unknown members, treating JSON
+``null`` as unset, and collecting every problem as a field violation so that
+one :class:`~a2a_flask.errors.InvalidParamsError` names them all.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import enum
+import typing
+from typing import Any, Dict, List, Tuple, Type, TypeVar
+
+from .errors import FieldViolation, InvalidParamsError
+from .models import UNSET, Part
+
+T = TypeVar("T")
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+class _FieldSpec(typing.NamedTuple):
+    attr: str
+    wire: str
+    type: Any
+    presence: bool  # default None: emit whenever set
+    always: bool
+    required: bool
+
+
+_SPECS: Dict[type, Tuple[_FieldSpec, ...]] = {}
+
+
+def _specs(cls: type) -> Tuple[_FieldSpec, ...]:
+    specs = _SPECS.get(cls)
+    if specs is None:
+        hints = typing.get_type_hints(cls)
+        specs = tuple(
+            _FieldSpec(
+                f.name,
+                camel(f.name),
+                hints[f.name],
+                f.default is None,
+                bool(f.metadata.get("always")),
+                bool(f.metadata.get("required")),
+            )
+            for f in dataclasses.fields(cls)
+        )
+        _SPECS[cls] = specs
+    return specs
+
+
+# ------------------------------------------------------------------ encode
+
+
+def encode(value: Any) -> Any:
+    """A model (or list/dict of models) as JSON-ready Python values."""
+    if dataclasses.is_dataclass(value):
+        if type(value) is Part:
+            return _encode_part(value)
+        out: Dict[str, Any] = {}
+        for spec in _specs(type(value)):
+            item = getattr(value, spec.attr)
+            if item is None:
+                continue
+            if not (spec.presence or spec.always) and (item == "" or item is False or item == 0
+                                                       or item == [] or item == {}):
+                continue
+            out[spec.wire] = encode(item)
+        return out
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    return value
+
+
+def _encode_part(part: Part) -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    if part.text is not None:
+        out["text"] = part.text
+    elif part.raw is not None:
+        out["raw"] = base64.b64encode(part.raw).decode("ascii")
+    elif part.url is not None:
+        out["url"] = part.url
+    elif part.data is not UNSET:
+        out["data"] = part.data
+    if part.media_type:
+        out["mediaType"] = part.media_type
+    if part.filename:
+        out["filename"] = part.filename
+    if part.metadata is not None:
+        out["metadata"] = part.metadata
+    return out
+
+
+# ------------------------------------------------------------------ decode
+
+
+def decode(cls: Type[T], value: Any, path: str = "") -> T:
+    """Build ``cls`` from JSON values or raise InvalidParamsError naming each bad field."""
+    errors: List[FieldViolation] = []
+    result = _decode(cls, value, path, errors)
+    if errors:
+        raise InvalidParamsError(
+            "Invalid parameters: " + "; ".join(f"{f or 'params'}: {d}" for f, d in errors[:5]),
+            violations=errors,
+        )
+    return result
+
+
+def _join(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+_TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", float: "a number"}
+
+
+def _decode(tp: Any, value: Any, path: str, errors: List[FieldViolation]) -> Any:
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:  # Optional[X]
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _decode(inner[0], value, path, errors)
+    if tp is Any:
+        return value
+    if origin in (list, List):
+        if not isinstance(value, list):
+            errors.append((path, "must be an array"))
+            return []
+        (item_tp,) = typing.get_args(tp)
+        return [_decode(item_tp, v, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+    if origin in (dict, Dict):
+        if not isinstance(value, dict):
+            errors.append((path, "must be an object"))
+            return {}
+        _, val_tp = typing.get_args(tp)
+        return {k: _decode(val_tp, v, _join(path, k), errors) for k, v in value.items()}
+    if tp is Part:
+        return _decode_part(value, path, errors)
+    if dataclasses.is_dataclass(tp):
+        return _decode_dataclass(tp, value, path, errors)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _decode_enum(tp, value, path, errors)
+    if tp is bytes:
+        return _decode_bytes(value, path, errors)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, (int, str, float)):
+            errors.append((path, "must be an integer"))
+            return 0
+        try:
+            number = int(value)
+        except ValueError:
+            errors.append((path, "must be an integer"))
+            return 0
+        if number != value and not isinstance(value, str):
+            errors.append((path, "must be an integer"))
+        if not -(2**31) <= number < 2**31:
+            errors.append((path, "is out of range"))
+        return number
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            errors.append((path, "must be a number"))
+            return 0.0
+        return float(value)
+    if tp in (str, bool):
+        if type(value) is not tp:
+            errors.append((path, f"must be {_TYPE_NAMES[tp]}"))
+            return tp()
+        return value
+    raise TypeError(f"codec cannot decode {tp!r}")  # a bug in the models, not bad input
+
+
+def _decode_dataclass(cls: type, value: Any, path: str, errors: List[FieldViolation]) -> Any:
+    if not isinstance(value, dict):
+        errors.append((path, "must be an object"))
+        return cls()
+    kwargs: Dict[str, Any] = {}
+    for spec in _specs(cls):
+        raw = value.get(spec.wire)
+        if raw is None and spec.attr != spec.wire:
+            raw = value.get(spec.attr)
+        where = _join(path, spec.wire)
+        if raw is None:
+            if spec.required:
+                errors.append((where, "is required"))
+            continue
+        decoded = _decode(spec.type, raw, where, errors)
+        if spec.required and (decoded == "" or decoded == [] or _is_unspecified(decoded)):
+            errors.append((where, "must not be empty or unspecified"))
+        kwargs[spec.attr] = decoded
+    return cls(**kwargs)
+
+
+def _is_unspecified(value: Any) -> bool:
+    return isinstance(value, enum.Enum) and value.value.endswith("_UNSPECIFIED")
+
+
+def _decode_enum(cls: Type[enum.Enum], value: Any, path: str, errors: List[FieldViolation]) -> Any:
+    members = list(cls)
+    if isinstance(value, str):
+        for member in members:
+            if member.value == value:
+                return member
+    elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
+        return members[value]  # ProtoJSON also accepts the enum number
+    errors.append((path, "must be one of " + ", ".join(m.value for m in members)))
+    return members[0]
+
+
+def _decode_bytes(value: Any, path: str, errors: List[FieldViolation]) -> bytes:
+    if not isinstance(value, str):
+        errors.append((path, "must be a base64 string"))
+        return b""
+    try:
+        padded = value + "=" * (-len(value) % 4)
+        if "-" in value or "_" in value:
+            return base64.urlsafe_b64decode(padded)
+        return base64.b64decode(padded, validate=True)
+    except (binascii.Error, ValueError):
+        errors.append((path, "must be valid base64"))
+        return b""
+
+
+_CONTENT_MEMBERS = ("text", "raw", "url", "data")
+
+
+def _decode_part(value: Any, path: str, errors: List[FieldViolation]) -> Part:
+    if not isinstance(value, dict):
+        errors.append((path, "must be an object"))
+        return Part(text="")
+    present = [m for m in _CONTENT_MEMBERS if m in value and (m == "data" or value[m] is not None)]
+    if len(present) != 1:
+        errors.append((path, "must have exactly one of text, raw, url, data"))
+        return Part(text="")
+    member = present[0]
+    part = Part()
+    content = value[member]
+    if member == "raw":
+        part.raw = _decode_bytes(content, _join(path, "raw"), errors)
+    elif member == "data":
+        part.data = content
+    elif not isinstance(content, str):
+        errors.append((_join(path, member), "must be a string"))
+        return Part(text="")
+    else:
+        setattr(part, member, content)
+    for attr, wire in (("media_type", "mediaType"), ("filename", "filename")):
+        text = value.get(wire, value.get(attr))
+        if text is not None:
+            if not isinstance(text, str):
+                errors.append((_join(path, wire), "must be a string"))
+            else:
+                setattr(part, attr, text)
+    meta = value.get("metadata")
+    if meta is not None:
+        if not isinstance(meta, dict):
+            errors.append((_join(path, "metadata"), "must be an object"))
+        else:
+            part.metadata = meta
+    return part
+
+
+__all__ = ["encode", "decode", "camel"]

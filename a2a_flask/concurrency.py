@@ -1,0 +1,84 @@
+"""Cooperate with whatever concurrency the server runs under; never patch anything.
+
+Under ``gunicorn -k gevent`` the worker has monkey-patched ``threading``, so the
+``threading`` primitives used here are already gevent-aware; detached work is
+spawned as a greenlet, which can also be killed.  Anywhere else (the Flask dev
+server with ``threaded=True``, gunicorn ``gthread``) detached work is a daemon
+thread.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Dict, Hashable, Optional
+
+
+def gevent_active() -> bool:
+    """True when gevent has patched ``threading`` in this process."""
+    try:
+        from gevent import monkey
+    except ImportError:  # gevent is a dependency, but stay importable without it
+        return False
+    return bool(monkey.is_module_patched("threading"))
+
+
+class Worker:
+    """A handle on detached work: a greenlet under gevent, a thread otherwise."""
+
+    def __init__(self, target: Callable[[], Any], name: str) -> None:
+        self._greenlet: Any = None
+        self._thread: Optional[threading.Thread] = None
+        if gevent_active():
+            import gevent
+
+            self._greenlet = gevent.spawn(target)
+        else:
+            self._thread = threading.Thread(target=target, name=name, daemon=True)
+            self._thread.start()
+
+    def kill(self, exception: type) -> bool:
+        """Raise ``exception`` inside the work if that is possible (greenlets only)."""
+        if self._greenlet is not None and not self._greenlet.dead:
+            self._greenlet.kill(exception, block=False)
+            return True
+        return False
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        if self._greenlet is not None:
+            self._greenlet.join(timeout)
+        elif self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        if self._greenlet is not None:
+            return not self._greenlet.dead
+        return self._thread is not None and self._thread.is_alive()
+
+
+class Notifier:
+    """Wake-ups keyed by task id, without a lost-wakeup window.
+
+    A reader takes :meth:`ticket` *before* it looks at the store, then waits on
+    it; a writer calls :meth:`notify` after it wrote.  Each notify swaps in a
+    fresh event, so every ticket taken earlier fires exactly once.
+    """
+
+    def __init__(self) -> None:
+        self._events: Dict[Hashable, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def ticket(self, key: Hashable) -> threading.Event:
+        event = self._events.get(key)
+        if event is None:
+            with self._lock:
+                event = self._events.setdefault(key, threading.Event())
+        return event
+
+    def notify(self, key: Hashable, *, last: bool = False) -> None:
+        """Wake everyone waiting on ``key``; ``last`` forgets the key afterwards."""
+        with self._lock:
+            event = self._events.pop(key, None)
+            if not last:
+                self._events[key] = threading.Event()
+        if event is not None:
+            event.set()

@@ -1,0 +1,58 @@
+"""Every ``A2A_*`` configuration key, its default, and how it is read.
+
+Keys are read once, in ``init_app``, from ``app.config``; arguments given to
+:class:`~a2a_flask.A2A` win over them.  With ``app.config.from_prefixed_env()``
+an environment variable such as ``FLASK_A2A_STORE=shelve:///tmp/a2a`` sets
+``A2A_STORE`` (Flask parses numbers and booleans in such values as JSON).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, Optional
+
+
+@dataclass
+class Settings:
+    """The configuration of one agent; attribute ``x`` is config key ``A2A_X``."""
+
+    #: Where the JSON-RPC endpoint is mounted; the REST binding lives under ``<prefix>/rest``.
+    url_prefix: str = "/a2a"
+    #: The public base URL (``https://agents.example.com``) used in the card behind a proxy;
+    #: empty means "the URL the request came in on".
+    public_url: str = ""
+    #: The task store, as a URL: ``memory://`` or ``shelve:///path/to/file``.
+    store: str = "memory://"
+    #: Seconds between SSE keep-alive comments on an idle stream.
+    sse_keepalive: float = 15.0
+    #: Longest time a blocking SendMessage waits for a terminal or interrupted state
+    #: before it returns the task as it is.
+    blocking_timeout: float = 300.0
+    #: Seconds a canceled executor may take to stop by itself before it is killed.
+    cancel_grace: float = 5.0
+    #: ``Cache-Control: max-age`` of the agent card, in seconds.
+    card_max_age: int = 300
+    #: Whether streams end at AUTH_REQUIRED (credentials may arrive out of band).
+    close_stream_on_auth_required: bool = True
+    #: Serve the public card at the host root ``/.well-known/...`` (the first agent does by default).
+    root_card: Optional[bool] = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "Settings":
+        """Read ``A2A_*`` keys from a Flask config; non-None ``overrides`` win."""
+        values = {}
+        for f in fields(cls):
+            key = "A2A_" + f.name.upper()
+            if overrides.get(f.name) is not None:
+                values[f.name] = overrides[f.name]
+            elif key in config:
+                values[f.name] = config[key]
+        settings = cls(**values)
+        settings.url_prefix = "/" + settings.url_prefix.strip("/") if settings.url_prefix.strip("/") else ""
+        settings.public_url = settings.public_url.rstrip("/")
+        for name in ("sse_keepalive", "blocking_timeout", "cancel_grace"):
+            value = float(getattr(settings, name))
+            if value <= 0:
+                raise ValueError(f"A2A_{name.upper()} must be positive, got {value}")
+            setattr(settings, name, value)
+        settings.card_max_age = int(settings.card_max_age)
+        return settings

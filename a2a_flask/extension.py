@@ -1,0 +1,164 @@
+"""The Flask extension: ``A2A(app=None, ...)`` plus ``init_app(app)``.
+
+One :class:`A2A` object is one agent.  ``init_app`` reads the ``A2A_*`` config
+once, opens the store, builds the runtime and registers a blueprint (the
+JSON-RPC endpoint and the agent's own card under ``url_prefix``) plus the card
+at the host root ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``.
+Per-app state lives in ``app.extensions["a2a"][name]``; several agents with
+different names and prefixes can share an app.
+"""
+from __future__ import annotations
+
+import logging
+from email.utils import formatdate
+from typing import Any, Dict, List, Optional
+
+from flask import Blueprint, Flask, Response, current_app, request
+
+from . import jsonrpc
+from .card import CardRenderer, Endpoint, check_card
+from .config import Settings
+from .executor import Executor, invoke
+from .models import AgentCard
+from .runtime import Run, Runtime
+from .service import AgentService, ExtendedCard
+from .stores import TaskStore, open_store
+
+log = logging.getLogger("a2a_flask")
+
+WELL_KNOWN_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+
+
+class AgentState:
+    """What ``init_app`` built for one agent in one app."""
+
+    def __init__(self, name: str, settings: Settings, service: AgentService,
+                 renderer: CardRenderer) -> None:
+        self.name = name
+        self.settings = settings
+        self.service = service
+        self.renderer = renderer
+        self.card_modified = formatdate(usegmt=True)
+
+    @property
+    def store(self) -> TaskStore:
+        return self.service.store
+
+    def base_url(self) -> str:
+        """Scheme, host and mount point clients use to reach this agent."""
+        root = self.settings.public_url or request.host_url.rstrip("/") + request.script_root
+        return root + self.settings.url_prefix
+
+    def card_response(self) -> Response:
+        """The public card with caching headers; 304 when the client's copy is current."""
+        rendered = self.renderer.render(self.base_url())
+        headers = {
+            "Cache-Control": f"public, max-age={self.settings.card_max_age}",
+            "ETag": rendered.etag,
+            "Last-Modified": self.card_modified,
+            "Access-Control-Allow-Origin": "*",
+        }
+        if rendered.etag in request.if_none_match or "*" in request.if_none_match:
+            return Response(status=304, headers=headers)
+        return Response(rendered.body, mimetype="application/json", headers=headers)
+
+
+class A2A:
+    """Turns an executor function into an A2A agent inside a Flask app.
+
+    :param app: a Flask app to set up at once (or call :meth:`init_app` later).
+    :param card: the public :class:`~a2a_flask.models.AgentCard`; leave its
+        ``supported_interfaces`` empty to have them built from the real endpoints.
+    :param executor: the agent function (or set it with the :meth:`executor` decorator).
+    :param store: a :class:`~a2a_flask.stores.TaskStore` or a store URL; wins over ``A2A_STORE``.
+    :param url_prefix: where the endpoint lives; wins over ``A2A_URL_PREFIX`` (default ``/a2a``).
+    :param name: the key in ``app.extensions["a2a"]``; give each agent of one app its own.
+    :param extended_card: the extended card, or a function of the call context returning one.
+    """
+
+    def __init__(self, app: Optional[Flask] = None, *, card: AgentCard,
+                 executor: Optional[Executor] = None, store: Any = None,
+                 url_prefix: Optional[str] = None, name: str = "a2a",
+                 extended_card: Optional[ExtendedCard] = None, **settings: Any) -> None:
+        check_card(card)
+        self.card = card
+        self._executor = executor
+        self._store = store
+        self.name = name
+        self.extended_card = extended_card
+        self._overrides = dict(settings, url_prefix=url_prefix)
+        if app is not None:
+            self.init_app(app)
+
+    def executor(self, fn: Executor) -> Executor:
+        """Decorator: register ``fn(ctx)`` as this agent's executor."""
+        self._executor = fn
+        return fn
+
+    # ------------------------------------------------------------ setup
+
+    def init_app(self, app: Flask) -> None:
+        """Read config, open the store, and register the agent's routes on ``app``."""
+        if self._executor is None:
+            raise RuntimeError(f"A2A agent {self.name!r} has no executor; decorate a function "
+                               "with @a2a.executor or pass executor=...")
+        registry: Dict[str, AgentState] = app.extensions.setdefault("a2a", {})
+        if self.name in registry:
+            raise RuntimeError(f"an A2A agent named {self.name!r} is already registered; "
+                               "pass name=... to give each agent its own")
+        settings = Settings.from_config(app.config, **self._overrides)
+        store = self._store if isinstance(self._store, TaskStore) else open_store(
+            self._store or settings.store)
+        executor = self._executor
+
+        def run_in_app(run: Run) -> None:
+            with app.app_context():
+                invoke(executor, run)
+
+        runtime = Runtime(store, run_in_app, cancel_grace=settings.cancel_grace,
+                          close_on_auth_required=settings.close_stream_on_auth_required)
+        service = AgentService(self.card, runtime, blocking_timeout=settings.blocking_timeout,
+                               keepalive=settings.sse_keepalive, extended_card=self.extended_card)
+        state = AgentState(self.name, settings, service, CardRenderer(self.card, self.endpoints()))
+        registry[self.name] = state
+        app.register_blueprint(self._blueprint(state))
+        serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
+        if serve_root:
+            self._register_root_card(app, state)
+
+    def endpoints(self) -> List[Endpoint]:
+        """The bindings this agent serves, relative to its prefix."""
+        return [("JSONRPC", "1.0", "")]
+
+    def _blueprint(self, state: AgentState) -> Blueprint:
+        bp = Blueprint(f"a2a_{self.name}", __name__, url_prefix=state.settings.url_prefix or None)
+
+        def rpc() -> Response:
+            return jsonrpc.handle(state.service)
+
+        bp.add_url_rule("/", "jsonrpc", rpc, methods=["POST"], strict_slashes=False)
+        if state.settings.url_prefix:
+            for path in WELL_KNOWN_PATHS:
+                bp.add_url_rule(path, "card" + path.rsplit("/", 1)[1].split(".")[0].replace("-", "_"),
+                                state.card_response, methods=["GET"])
+        return bp
+
+    def _register_root_card(self, app: Flask, state: AgentState) -> None:
+        for path in WELL_KNOWN_PATHS:
+            endpoint = "a2a_root_card_" + path.rsplit("/", 1)[1].split(".")[0].replace("-", "_")
+            if endpoint in app.view_functions:
+                raise RuntimeError("another A2A agent already serves the root card; "
+                                   "set A2A_ROOT_CARD=False or root_card=False on one of them")
+            app.add_url_rule(path, endpoint, state.card_response, methods=["GET"])
+
+    # ------------------------------------------------------------ access
+
+    def state(self, app: Optional[Flask] = None) -> AgentState:
+        """This agent's state in ``app`` (default: the current app)."""
+        app = app or current_app
+        return app.extensions["a2a"][self.name]
+
+    def store(self, app: Optional[Flask] = None) -> TaskStore:
+        """The task store this agent uses in ``app``."""
+        return self.state(app).store
+

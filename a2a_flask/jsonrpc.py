@@ -1,0 +1,182 @@
+"""The hand-written JSON-RPC 2.0 binding: one POST endpoint, staged errors.
+
+Stages, in order, each with its own error:
+
+1. ``Content-Type`` not JSON (``application/json``, ``application/a2a+json`` or
+   any ``+json``)                                                 -> -32005
+2. body not valid UTF-8 JSON                                      -> -32700
+3. not one request object: batches (arrays) are refused, as are
+   notifications (no ``id``), since every A2A method has an answer -> -32600
+4. ``A2A-Version`` (header or ``?A2A-Version=``) not served       -> -32009
+5. method unknown in that version                                 -> -32601
+6. a card-declared required extension not requested               -> -32008
+7. params malformed (with ``google.rpc.BadRequest`` field violations) -> -32602
+8. the operation's own A2A errors; anything unexpected is logged with its
+   traceback and answered -32603 with no detail.
+
+Errors are HTTP 200 with ``application/json``, like results; authentication
+failures (401/403) belong to the HTTP layer, not here.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Dict, Optional, Tuple
+
+from flask import Response, request
+
+from . import dialects
+from .errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    ExtensionSupportRequiredError,
+    InternalError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotFoundError,
+)
+from .service import AgentService, CallContext
+from .sse import dumps, event_stream, parse_last_event_id
+
+log = logging.getLogger("a2a_flask")
+
+JSON_TYPES = ("application/json", "application/a2a+json")
+EXTENSIONS_HEADERS = ("A2A-Extensions", "X-A2A-Extensions")
+
+
+def error_body(exc: A2AError, request_id: Any = None) -> Dict[str, Any]:
+    """A JSON-RPC error response object for an A2A error."""
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": exc.code, "message": exc.message, "data": exc.details()},
+    }
+
+
+def is_json_mimetype(mimetype: str) -> bool:
+    return mimetype in JSON_TYPES or mimetype.endswith("+json")
+
+
+def requested_extensions() -> list:
+    """Extension URIs the client activated (``A2A-Extensions`` or the 0.3 ``X-`` header)."""
+    uris = []
+    for header in EXTENSIONS_HEADERS:
+        for value in request.headers.getlist(header):
+            uris.extend(u.strip() for u in value.split(",") if u.strip())
+    return uris
+
+
+def negotiate_extensions(service: AgentService) -> Tuple[list, Optional[str]]:
+    """Check required extensions; return the requested URIs and the header to echo."""
+    requested = requested_extensions()
+    declared = {e.uri: e for e in service.card.capabilities.extensions}
+    missing = [uri for uri, ext in declared.items() if ext.required and uri not in requested]
+    if missing:
+        raise ExtensionSupportRequiredError(
+            "This agent requires the extension(s) " + ", ".join(missing)
+            + "; list them in the A2A-Extensions header",
+            metadata={"extensions": ",".join(missing)},
+        )
+    active = [uri for uri in requested if uri in declared]
+    return requested, ", ".join(active) if active else None
+
+
+def requested_version() -> Optional[str]:
+    return request.headers.get("A2A-Version") or request.args.get("A2A-Version")
+
+
+class _Call:
+    """What stages 1-3 extracted from the HTTP request."""
+
+    def __init__(self, request_id: Any, method: str, params: Any) -> None:
+        self.request_id, self.method, self.params = request_id, method, params
+
+
+def _read_call() -> _Call:
+    if not is_json_mimetype(request.mimetype):
+        raise ContentTypeNotSupportedError(
+            f"Content-Type must be application/json, not {request.mimetype or 'missing'}",
+            metadata={"contentType": request.mimetype},
+        )
+    try:
+        body = json.loads(request.get_data(cache=False))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JSONParseError(f"Invalid JSON payload: {exc}") from None
+    if isinstance(body, list):
+        raise InvalidRequestError("Batch requests are not supported; send one request object")
+    if not isinstance(body, dict):
+        raise InvalidRequestError("The body must be a JSON-RPC request object")
+    request_id = body.get("id")
+    if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
+        problem = "is required (notifications are not supported)" if request_id is None \
+            else "must be a string or a number"
+        raise InvalidRequestError(f"Request id {problem}", violations=[("id", problem)])
+    if body.get("jsonrpc") != "2.0":
+        raise _with_id(InvalidRequestError('jsonrpc must be exactly "2.0"',
+                                           violations=[("jsonrpc", 'must be "2.0"')]), request_id)
+    method = body.get("method")
+    if not isinstance(method, str) or not method:
+        raise _with_id(InvalidRequestError("method must be a non-empty string",
+                                           violations=[("method", "must be a string")]), request_id)
+    params = body.get("params")
+    if params is not None and not isinstance(params, dict):
+        raise _with_id(InvalidParamsError("params must be an object",
+                                          violations=[("params", "must be an object")]), request_id)
+    return _Call(request_id, method, params)
+
+
+def _with_id(exc: A2AError, request_id: Any) -> A2AError:
+    exc.request_id = request_id  # type: ignore[attr-defined]
+    return exc
+
+
+def _json(body: Dict[str, Any], headers: Optional[Dict[str, str]] = None) -> Response:
+    return Response(dumps(body), status=200, mimetype="application/json", headers=headers)
+
+
+def handle(service: AgentService) -> Response:
+    """The Flask view body of the JSON-RPC endpoint for one agent."""
+    request_id: Any = None
+    headers: Dict[str, str] = {}
+    try:
+        call = _read_call()
+        request_id = call.request_id
+        dialect = dialects.negotiate(requested_version())
+        method = dialect.methods.get(call.method)
+        if method is None:
+            raise MethodNotFoundError(
+                f"Method {call.method!r} not found in A2A {dialect.version}",
+                metadata={"method": call.method, "version": dialect.version},
+            )
+        extensions, echo = negotiate_extensions(service)
+        if echo:
+            headers["A2A-Extensions"] = echo
+        parsed = method.parse(call.params)
+        ctx = CallContext(
+            tenant=getattr(parsed, "tenant", "") or "",
+            dialect=dialect.version,
+            extensions=extensions,
+            last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
+        )
+        result = method.call(service, parsed, ctx)
+        if method.streaming:
+            rid = request_id
+            return event_stream(
+                result,
+                lambda item: _envelope(rid, dialect.render_event(item)),
+                lambda exc: error_body(exc, rid),
+                headers,
+            )
+        return _json({"jsonrpc": "2.0", "id": request_id, "result": method.render(result)}, headers)
+    except A2AError as exc:
+        return _json(error_body(exc, getattr(exc, "request_id", request_id)), headers)
+    except Exception:
+        log.exception("JSON-RPC request failed")
+        return _json(error_body(InternalError(), request_id), headers)
+
+
+def _envelope(request_id: Any, result: Any) -> Optional[Dict[str, Any]]:
+    if result is None:
+        return None
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}

@@ -1,0 +1,396 @@
+"""The task engine: the state machine, detached executor runs, and waiting on tasks.
+
+How a task lives
+----------------
+A client message starts a :class:`Run`: the agent's executor, called in a
+greenlet (or a thread) detached from the HTTP request.  The task itself is
+created lazily, on the run's first task-shaped emission, so an agent may
+instead answer with a single Message and no task ever exists.
+
+Every change is an event appended to the task's log in the store together with
+the snapshot it yields (:func:`apply_event`).  Appends are compare-and-set on
+the sequence number; :meth:`Runtime.commit` reloads and retries on conflict and
+is the *only* place that checks transitions:
+
+* terminal states (COMPLETED, FAILED, CANCELED, REJECTED) never change;
+* SUBMITTED exists only at creation, UNSPECIFIED never;
+* a user message to an interrupted task (INPUT_REQUIRED, AUTH_REQUIRED) is
+  appended to the history and moves the task back to WORKING in the same step.
+
+Cancel writes CANCELED at once (so it always ends in CANCELED or -32002), then
+stops the executor: cooperatively first (``ctx.cancelled`` turns true, and any
+further emission raises :class:`TaskCancelled`), and by force once the grace
+period is over (the greenlet is killed; a thread cannot be, but it can no
+longer change the task).
+
+Everything that waits (blocking sends, streams, resubscribes) reads the log
+from a sequence number on, so they all see the same events in the same order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from .concurrency import Worker
+from .errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from .models import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+    utc_now,
+)
+from .stores.base import Event, LogEntry, SequenceConflict, TaskRecord, TaskStore
+
+log = logging.getLogger("a2a_flask")
+
+
+class TaskCancelled(BaseException):
+    """Raised inside an executor whose task was canceled.
+
+    It derives from BaseException so that an agent's ``except Exception`` does
+    not swallow it by accident.
+    """
+
+
+class TaskClosedError(RuntimeError):
+    """An executor tried to change a task that already reached a terminal state."""
+
+
+# ------------------------------------------------------------ state machine
+
+
+def apply_event(task: Task, event: Event) -> Task:
+    """The snapshot that results from ``event``; ``task`` itself is left untouched."""
+    if isinstance(event, Task):
+        return event
+    if isinstance(event, Message):
+        return dataclasses.replace(task, history=task.history + [event])
+    if isinstance(event, TaskStatusUpdateEvent):
+        history = task.history
+        if task.status.message is not None:
+            # The previous status message becomes part of the conversation.
+            history = history + [task.status.message]
+        return dataclasses.replace(task, status=event.status, history=history)
+    if isinstance(event, TaskArtifactUpdateEvent):
+        return dataclasses.replace(task, artifacts=_merge_artifact(task.artifacts, event))
+    raise TypeError(f"not a task event: {event!r}")
+
+
+def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -> List[Artifact]:
+    incoming = event.artifact
+    for index, existing in enumerate(artifacts):
+        if existing.artifact_id == incoming.artifact_id:
+            merged = (
+                dataclasses.replace(existing, parts=existing.parts + incoming.parts)
+                if event.append
+                else incoming
+            )
+            return artifacts[:index] + [merged] + artifacts[index + 1:]
+    return artifacts + [incoming]
+
+
+def check_transition(current: TaskState, new: Optional[TaskState]) -> None:
+    """Refuse changes the state machine does not allow (see the module docstring).
+
+    ``new`` is None for changes that keep the state (artifacts, messages).
+    """
+    if current.terminal:
+        raise TaskClosedError(f"task is already {current.value}")
+    if new in (TaskState.UNSPECIFIED, TaskState.SUBMITTED):
+        raise ValueError(f"a task cannot move to {new.value}")
+
+
+def closes_stream(event: Event, *, close_on_auth_required: bool = True) -> bool:
+    """Whether a stream ends after this event (terminal or interrupted state)."""
+    if isinstance(event, TaskStatusUpdateEvent):
+        state = event.status.state
+    elif isinstance(event, Task):
+        state = event.status.state
+        if not state.terminal:
+            return False  # a snapshot opens a stream; only its terminal form ends it
+    elif isinstance(event, Message):
+        return event.role is Role.AGENT
+    else:
+        return False
+    if state is TaskState.AUTH_REQUIRED:
+        return close_on_auth_required
+    return state.terminal or state.interrupted
+
+
+def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message:
+    """A one-part text message from the agent."""
+    from .models import new_id
+
+    return Message(message_id=new_id(), role=Role.AGENT, parts=[Part(text=text)],
+                   task_id=task_id, context_id=context_id)
+
+
+# ------------------------------------------------------------------ a run
+
+
+class Run:
+    """One invocation of the executor for one incoming message.
+
+    The HTTP side waits on :attr:`decided` to learn whether the agent made a
+    task (then it follows the task's log) or replied with a Message.
+    """
+
+    def __init__(self, runtime: "Runtime", *, message: Message, task_id: str, context_id: str,
+                 tenant: str, owner: str, dialect: str, record: Optional[TaskRecord]) -> None:
+        self.runtime = runtime
+        self.message = message
+        self.task_id = task_id
+        self.context_id = context_id
+        self.tenant = tenant
+        self.owner = owner
+        self.dialect = dialect
+        self.record = record  # last record this run saw; None until the task exists
+        self.follow_up = record is not None  # started by a message on an existing task
+        self.reply: Optional[Message] = None
+        self.decided = threading.Event()
+        self.finished = threading.Event()
+        self.cancel_requested = False
+        self.worker: Optional[Worker] = None
+        self._lock = threading.Lock()
+        self._checked_store_at = 0.0
+
+    # -- what the TaskContext calls
+
+    @property
+    def task(self) -> Optional[Task]:
+        return self.record.task if self.record else None
+
+    def is_cancelled(self) -> bool:
+        """Cancel requested here, or (checked at most twice a second) seen in the store."""
+        if self.cancel_requested:
+            return True
+        now = time.monotonic()
+        if self.record is not None and now - self._checked_store_at > 0.5:
+            self._checked_store_at = now
+            latest = self.runtime.store.load(self.task_id)
+            if latest is not None and latest.state is TaskState.CANCELED:
+                self.cancel_requested = True
+        return self.cancel_requested
+
+    def ensure_task(self) -> TaskRecord:
+        """Create the task (SUBMITTED, holding the user's message) if it does not exist."""
+        with self._lock:
+            if self.record is None:
+                task = Task(
+                    id=self.task_id,
+                    context_id=self.context_id,
+                    status=TaskStatus(state=TaskState.SUBMITTED, timestamp=utc_now()),
+                    history=[self.message],
+                )
+                record = TaskRecord(task, 1, self.tenant, self.owner, self.dialect)
+                self.runtime.store.create(record, task)
+                self.record = record
+                self.decided.set()
+            return self.record
+
+    def set_status(self, state: TaskState, message: Optional[Message] = None,
+                   metadata: Optional[Dict[str, Any]] = None) -> Task:
+        if message is not None:
+            message.task_id, message.context_id = self.task_id, self.context_id
+        status = TaskStatus(state=state, message=message, timestamp=utc_now())
+        event = TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)
+        return self._emit(event, state)
+
+    def add_artifact(self, artifact: Artifact, *, append: bool = False, last_chunk: bool = False,
+                     metadata: Optional[Dict[str, Any]] = None) -> Task:
+        event = TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact, append,
+                                        last_chunk, metadata)
+        return self._emit(event, None)
+
+    def set_reply(self, message: Message) -> None:
+        """Answer with a Message; once a task exists that completes the task instead."""
+        with self._lock:
+            if self.record is None and self.reply is None:
+                message.context_id = self.context_id
+                message.task_id = ""
+                self.reply = message
+                self.decided.set()
+                return
+        self.set_status(TaskState.COMPLETED, message)
+
+    def _emit(self, event: Event, state: Optional[TaskState]) -> Task:
+        if self.cancel_requested:
+            raise TaskCancelled()
+        if self.reply is not None:
+            raise TaskClosedError("the agent already answered with a message")
+        self.ensure_task()
+
+        def build(record: TaskRecord) -> List[Event]:
+            if record.state is TaskState.CANCELED:
+                raise TaskCancelled()
+            check_transition(record.state, state)
+            return [event]
+
+        self.record = self.runtime.commit(self.task_id, build)
+        return self.record.task
+
+
+# ------------------------------------------------------------------ runtime
+
+
+class Runtime:
+    """Starts runs, applies changes, cancels, and waits on tasks for one agent."""
+
+    def __init__(self, store: TaskStore, invoke: Callable[[Run], None], *,
+                 cancel_grace: float = 5.0, close_on_auth_required: bool = True) -> None:
+        self.store = store
+        self._invoke = invoke
+        self.cancel_grace = cancel_grace
+        self.close_on_auth_required = close_on_auth_required
+        self._runs: Dict[str, Run] = {}
+
+    # -- writing
+
+    def commit(self, task_id: str, build: Callable[[TaskRecord], List[Event]]) -> TaskRecord:
+        """Append the events ``build`` makes from the latest record; retry on conflicts."""
+        while True:
+            record = self.store.load(task_id)
+            if record is None:
+                raise TaskNotFoundError(metadata={"taskId": task_id})
+            events = build(record)
+            task = record.task
+            for event in events:
+                task = apply_event(task, event)
+            try:
+                seq = self.store.append(task_id, record.seq, events, task)
+            except SequenceConflict:
+                continue
+            return TaskRecord(task, seq, record.tenant, record.owner, record.dialect,
+                              record.created_at)
+
+    # -- runs
+
+    def start_new(self, message: Message, *, task_id: str, context_id: str, tenant: str,
+                  owner: str, dialect: str) -> Run:
+        """Run the executor for a message that starts a new task (or a Message reply)."""
+        run = Run(self, message=message, task_id=task_id, context_id=context_id, tenant=tenant,
+                  owner=owner, dialect=dialect, record=None)
+        self._launch(run)
+        return run
+
+    def continue_task(self, record: TaskRecord, message: Message) -> TaskRecord:
+        """Add a user message to an existing task; restart the executor if it was paused."""
+        task_id = record.task.id
+        message.task_id, message.context_id = task_id, record.task.context_id
+        resumed = False
+
+        def build(current: TaskRecord) -> List[Event]:
+            nonlocal resumed
+            if current.state.terminal:
+                raise UnsupportedOperationError(
+                    f"Task {task_id} is {current.state.value}; a terminal task takes no "
+                    "more messages (start a new task in the same context)",
+                    metadata={"taskId": task_id, "state": current.state.value},
+                )
+            resumed = current.state.interrupted
+            if not resumed:
+                return [message]  # the running executor sees it in ctx.history
+            status = TaskStatus(state=TaskState.WORKING, timestamp=utc_now())
+            return [message, TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
+
+        updated = self.commit(task_id, build)
+        if resumed:
+            run = Run(self, message=message, task_id=task_id, context_id=record.task.context_id,
+                      tenant=record.tenant, owner=record.owner, dialect=record.dialect,
+                      record=updated)
+            run.decided.set()
+            self._launch(run)
+        return updated
+
+    def _launch(self, run: Run) -> None:
+        self._runs[run.task_id] = run
+
+        def target() -> None:
+            try:
+                self._invoke(run)
+            finally:
+                run.finished.set()
+                if self._runs.get(run.task_id) is run:
+                    del self._runs[run.task_id]
+
+        run.worker = Worker(target, name=f"a2a-task-{run.task_id}")
+
+    def local_run(self, task_id: str) -> Optional[Run]:
+        return self._runs.get(task_id)
+
+    # -- cancel
+
+    def cancel(self, task_id: str) -> TaskRecord:
+        """Move a task to CANCELED now, then stop its executor (see module docstring)."""
+
+        def build(current: TaskRecord) -> List[Event]:
+            if current.state.terminal:
+                raise TaskNotCancelableError(
+                    f"Task {task_id} is already {current.state.value}",
+                    metadata={"taskId": task_id, "state": current.state.value},
+                )
+            status = TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())
+            return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
+
+        record = self.commit(task_id, build)
+        run = self._runs.get(task_id)
+        if run is not None:
+            run.cancel_requested = True
+            self._force_stop_later(run)
+        return record
+
+    def _force_stop_later(self, run: Run) -> None:
+        def stop() -> None:
+            if not run.finished.wait(self.cancel_grace) and run.worker is not None:
+                if run.worker.kill(TaskCancelled):
+                    log.warning("task %s ignored cancel for %.1fs; its greenlet was killed",
+                                run.task_id, self.cancel_grace)
+
+        Worker(stop, name=f"a2a-cancel-{run.task_id}")
+
+    # -- reading
+
+    def wait_settled(self, task_id: str, timeout: float) -> TaskRecord:
+        """The record once it is terminal or interrupted, or as it is after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            record = self.store.load(task_id)
+            if record is None:
+                raise TaskNotFoundError(metadata={"taskId": task_id})
+            remaining = deadline - time.monotonic()
+            if record.state.terminal or record.state.interrupted or remaining <= 0:
+                return record
+            self.store.wait(task_id, record.seq, remaining)
+
+    def follow(self, task_id: str, after_seq: int, heartbeat: float) -> Iterator[Optional[LogEntry]]:
+        """Log entries after ``after_seq`` as they come; ``None`` every idle ``heartbeat``.
+
+        Ends after an event that closes a stream, or when the task is terminal
+        and fully read.
+        """
+        while True:
+            entries = self.store.read(task_id, after_seq)
+            for entry in entries:
+                yield entry
+                after_seq = entry.seq
+                if closes_stream(entry.event,
+                                 close_on_auth_required=self.close_on_auth_required):
+                    return
+            if entries:
+                continue
+            record = self.store.load(task_id)
+            if record is None or (record.state.terminal and record.seq <= after_seq):
+                return
+            started = time.monotonic()
+            self.store.wait(task_id, after_seq, heartbeat)
+            if time.monotonic() - started >= heartbeat:
+                yield None

@@ -1,0 +1,322 @@
+"""The A2A operations, protocol-neutral: models in, models (or event iterators) out.
+
+Bindings and dialects call these after parsing; nothing here knows JSON-RPC,
+REST or protocol versions.  Validation that needs the agent's configuration
+(capabilities, tenants, owners, the state of a task) happens here, before any
+stream starts, so that such errors go back as plain error responses.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, List, Optional, Tuple, Union
+
+from .errors import (
+    ContentTypeNotSupportedError,
+    ExtendedAgentCardNotConfiguredError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from .models import (
+    AgentCard,
+    CancelTaskRequest,
+    Empty,
+    GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
+    ListTaskPushNotificationConfigsResponse,
+    ListTasksRequest,
+    ListTasksResponse,
+    Message,
+    Role,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+    Task,
+    TaskPushConfigRequest,
+    TaskPushNotificationConfig,
+    TaskState,
+    new_id,
+    parse_timestamp,
+)
+from .runtime import Run, Runtime
+from .stores.base import Event, TaskQuery, TaskRecord
+
+#: One item of a stream: ``(sequence number, event)``, or ``None`` for a keep-alive.
+StreamItem = Optional[Tuple[int, Event]]
+ExtendedCard = Union[AgentCard, Callable[["CallContext"], AgentCard]]
+
+MAX_PAGE_SIZE = 100
+DEFAULT_PAGE_SIZE = 50
+
+
+@dataclass
+class CallContext:
+    """Who is calling and how: filled by the binding from the HTTP request."""
+
+    tenant: str = ""
+    owner: str = ""
+    dialect: str = "1.0"
+    extensions: List[str] = field(default_factory=list)
+    last_event_id: Optional[int] = None
+
+
+def view(task: Task, history_length: Optional[int] = None, include_artifacts: bool = True) -> Task:
+    """A task as a response shows it: history cut to the newest N, artifacts optional."""
+    changes = {}
+    if history_length is not None and len(task.history) > history_length:
+        changes["history"] = task.history[len(task.history) - history_length:]
+    if not include_artifacts and task.artifacts:
+        changes["artifacts"] = []
+    return dataclasses.replace(task, **changes) if changes else task
+
+
+def _check_history_length(value: Optional[int], name: str = "historyLength") -> None:
+    if value is not None and value < 0:
+        raise InvalidParamsError(f"{name} must be non-negative", violations=[(name, "must be >= 0")])
+
+
+class AgentService:
+    """The eleven 1.0 operations for one agent."""
+
+    def __init__(self, card: AgentCard, runtime: Runtime, *, blocking_timeout: float,
+                 keepalive: float, extended_card: Optional[ExtendedCard] = None) -> None:
+        self.card = card
+        self.runtime = runtime
+        self.store = runtime.store
+        self.blocking_timeout = blocking_timeout
+        self.keepalive = keepalive
+        self.extended_card = extended_card
+
+    # ----------------------------------------------------------- helpers
+
+    def _visible(self, task_id: str, ctx: CallContext) -> TaskRecord:
+        """The task if this caller may see it; anything else looks like 'not found'."""
+        record = self.store.load(task_id) if task_id else None
+        if record is None or record.tenant != ctx.tenant or record.owner != ctx.owner:
+            raise TaskNotFoundError(f"Task {task_id} not found", metadata={"taskId": task_id})
+        return record
+
+    def _require_streaming(self) -> None:
+        if not self.card.capabilities.streaming:
+            raise UnsupportedOperationError("This agent does not support streaming")
+
+    def _require_push(self) -> None:
+        if not self.card.capabilities.push_notifications:
+            raise PushNotificationNotSupportedError()
+
+    def _check_input_modes(self, message: Message) -> None:
+        accepted = self.card.default_input_modes
+        for index, part in enumerate(message.parts):
+            media = part.media_type.split(";")[0].strip().lower()
+            if media and not any(fnmatch.fnmatch(media, mode.lower()) for mode in accepted):
+                raise ContentTypeNotSupportedError(
+                    f"Media type {media} is not accepted; this agent takes {', '.join(accepted)}",
+                    metadata={"mediaType": media},
+                    violations=[(f"message.parts[{index}].mediaType", "not an accepted input mode")],
+                )
+
+    # ----------------------------------------------------------- sending
+
+    def _accept(self, request: SendMessageRequest, ctx: CallContext) -> Union[Run, TaskRecord]:
+        """Validate a send and start it: a new Run, or the record of a continued task."""
+        message = request.message
+        config = request.configuration
+        if message.role is not Role.USER:
+            raise InvalidParamsError("message.role must be ROLE_USER",
+                                     violations=[("message.role", "must be ROLE_USER")])
+        if config is not None:
+            _check_history_length(config.history_length, "configuration.historyLength")
+            if config.task_push_notification_config is not None:
+                self._require_push()
+        self._check_input_modes(message)
+        if message.task_id:
+            record = self._visible(message.task_id, ctx)
+            if message.context_id and message.context_id != record.task.context_id:
+                raise InvalidParamsError(
+                    "message.contextId does not match the task's context",
+                    metadata={"taskId": record.task.id, "contextId": record.task.context_id},
+                    violations=[("message.contextId", "does not match the task's contextId")],
+                )
+            record = self.runtime.continue_task(record, message)
+            self._register_push(config, record.task.id, ctx)
+            return record
+        task_id = new_id()
+        context_id = message.context_id or new_id()
+        message.task_id, message.context_id = task_id, context_id
+        run = self.runtime.start_new(message, task_id=task_id, context_id=context_id,
+                                     tenant=ctx.tenant, owner=ctx.owner, dialect=ctx.dialect)
+        if config is not None and (config.return_immediately
+                                   or config.task_push_notification_config is not None):
+            run.ensure_task()  # the task must exist before we answer or register a webhook
+            self._register_push(config, task_id, ctx)
+        return run
+
+    def send_message(self, request: SendMessageRequest, ctx: CallContext) -> Union[Task, Message]:
+        """SendMessage: blocking unless ``returnImmediately``; a Task or a Message."""
+        config = request.configuration
+        history_length = config.history_length if config else None
+        started = self._accept(request, ctx)
+        if isinstance(started, Run):
+            if config is not None and config.return_immediately:
+                return view(started.ensure_task().task, history_length)
+            if not started.decided.wait(self.blocking_timeout):
+                started.ensure_task()
+            if started.reply is not None:
+                return started.reply
+            task_id = started.task_id
+        else:
+            if config is not None and config.return_immediately:
+                return view(started.task, history_length)
+            task_id = started.task.id
+        record = self.runtime.wait_settled(task_id, self.blocking_timeout)
+        return view(record.task, history_length)
+
+    def send_streaming_message(self, request: SendMessageRequest,
+                               ctx: CallContext) -> Iterator[StreamItem]:
+        """SendStreamingMessage: validated now; the returned iterator streams the events."""
+        self._require_streaming()
+        config = request.configuration
+        history_length = config.history_length if config else None
+        started = self._accept(request, ctx)
+        return self._stream_started(started, history_length)
+
+    def _stream_started(self, started: Union[Run, TaskRecord],
+                        history_length: Optional[int]) -> Iterator[StreamItem]:
+        if isinstance(started, Run):
+            while not started.decided.wait(self.keepalive):
+                yield None
+            if started.reply is not None:
+                yield (0, started.reply)
+                return
+            yield from self._follow(started.task_id, 0, history_length)
+        else:
+            yield (started.seq, view(started.task, history_length))
+            yield from self._follow(started.task.id, started.seq, history_length)
+
+    def _follow(self, task_id: str, after_seq: int,
+                history_length: Optional[int]) -> Iterator[StreamItem]:
+        for entry in self.runtime.follow(task_id, after_seq, self.keepalive):
+            if entry is None:
+                yield None
+            elif isinstance(entry.event, Task):
+                yield (entry.seq, view(entry.event, history_length))
+            elif not (isinstance(entry.event, Message) and entry.event.role is Role.USER):
+                yield (entry.seq, entry.event)
+
+    # ----------------------------------------------------------- tasks
+
+    def get_task(self, request: GetTaskRequest, ctx: CallContext) -> Task:
+        _check_history_length(request.history_length)
+        return view(self._visible(request.id, ctx).task, request.history_length)
+
+    def list_tasks(self, request: ListTasksRequest, ctx: CallContext) -> ListTasksResponse:
+        _check_history_length(request.history_length)
+        page_size = DEFAULT_PAGE_SIZE if request.page_size is None else request.page_size
+        if not 1 <= page_size <= MAX_PAGE_SIZE:
+            raise InvalidParamsError(
+                f"pageSize must be between 1 and {MAX_PAGE_SIZE} inclusive",
+                violations=[("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")],
+            )
+        after = None
+        if request.status_timestamp_after:
+            try:
+                after = parse_timestamp(request.status_timestamp_after)
+            except ValueError:
+                raise InvalidParamsError(
+                    "statusTimestampAfter must be an RFC 3339 timestamp",
+                    violations=[("statusTimestampAfter", "not an RFC 3339 timestamp")],
+                ) from None
+        query = TaskQuery(
+            tenant=ctx.tenant,
+            owner=ctx.owner,
+            context_id=request.context_id,
+            state=None if request.status is TaskState.UNSPECIFIED else request.status,
+            updated_after=after,
+            page_size=page_size,
+            page_token=request.page_token,
+        )
+        page = self.store.list_tasks(query)
+        tasks = [view(r.task, request.history_length, bool(request.include_artifacts))
+                 for r in page.records]
+        return ListTasksResponse(tasks, page.next_page_token, page_size, page.total_size)
+
+    def cancel_task(self, request: CancelTaskRequest, ctx: CallContext) -> Task:
+        self._visible(request.id, ctx)
+        return self.runtime.cancel(request.id).task
+
+    def subscribe_to_task(self, request: SubscribeToTaskRequest,
+                          ctx: CallContext) -> Iterator[StreamItem]:
+        """SubscribeToTask: the Task first, then live events; ``Last-Event-ID`` replays."""
+        self._require_streaming()
+        record = self._visible(request.id, ctx)
+        resume_from = ctx.last_event_id
+        if record.state.terminal and (resume_from is None or resume_from >= record.seq):
+            raise UnsupportedOperationError(
+                f"Task {request.id} is {record.state.value}; a terminal task has no stream",
+                metadata={"taskId": request.id, "state": record.state.value},
+            )
+        return self._subscription(record, resume_from)
+
+    def _subscription(self, record: TaskRecord, resume_from: Optional[int]) -> Iterator[StreamItem]:
+        if resume_from is None:
+            yield (record.seq, record.task)
+            resume_from = record.seq
+        yield from self._follow(record.task.id, resume_from, None)
+
+    # ----------------------------------------------------------- push configs
+
+    def _register_push(self, config, task_id: str, ctx: CallContext) -> None:
+        if config is not None and config.task_push_notification_config is not None:
+            push = dataclasses.replace(config.task_push_notification_config, task_id=task_id)
+            self.create_push_config(push, ctx)
+
+    def create_push_config(self, config: TaskPushNotificationConfig,
+                           ctx: CallContext) -> TaskPushNotificationConfig:
+        self._require_push()
+        self._visible(config.task_id, ctx)
+        stored = dataclasses.replace(config, id=config.id or new_id(), tenant=ctx.tenant)
+        self.store.put_push_config(config.task_id, stored)
+        return stored
+
+    def _masked(self, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
+        auth = config.authentication
+        if auth is not None and auth.credentials:
+            auth = dataclasses.replace(auth, credentials="********")
+        return dataclasses.replace(config, authentication=auth,
+                                   token="********" if config.token else "")
+
+    def get_push_config(self, request: TaskPushConfigRequest,
+                        ctx: CallContext) -> TaskPushNotificationConfig:
+        self._require_push()
+        self._visible(request.task_id, ctx)
+        for config in self.store.push_configs(request.task_id):
+            if config.id == request.id:
+                return self._masked(config)
+        raise TaskNotFoundError(f"Push notification config {request.id} not found",
+                                metadata={"taskId": request.task_id, "configId": request.id})
+
+    def list_push_configs(self, request: ListTaskPushNotificationConfigsRequest,
+                          ctx: CallContext) -> ListTaskPushNotificationConfigsResponse:
+        self._require_push()
+        self._visible(request.task_id, ctx)
+        configs = [self._masked(c) for c in self.store.push_configs(request.task_id)]
+        return ListTaskPushNotificationConfigsResponse(configs, "")
+
+    def delete_push_config(self, request: TaskPushConfigRequest, ctx: CallContext) -> Empty:
+        self._require_push()
+        self._visible(request.task_id, ctx)
+        self.store.delete_push_config(request.task_id, request.id)
+        return Empty()
+
+    # ----------------------------------------------------------- card
+
+    def get_extended_card(self, ctx: CallContext) -> AgentCard:
+        if not self.card.capabilities.extended_agent_card:
+            raise UnsupportedOperationError("This agent declares no extended agent card")
+        if self.extended_card is None:
+            raise ExtendedAgentCardNotConfiguredError()
+        if callable(self.extended_card):
+            return self.extended_card(ctx)
+        return self.extended_card

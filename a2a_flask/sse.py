@@ -1,0 +1,89 @@
+"""Server-Sent Events framing and the streaming Flask response.
+
+Every event carries an ``id:`` (the task log's sequence number) so that a
+client can resume with ``Last-Event-ID``; idle streams get a comment line every
+keep-alive interval so proxies and clients know the connection lives.  The
+body is a plain generator: under gunicorn's gevent worker each open stream is
+one parked greenlet.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable, Iterable, Iterator, Optional
+
+from flask import Response
+
+from .errors import A2AError, InternalError
+from .service import StreamItem
+
+log = logging.getLogger("a2a_flask")
+
+KEEPALIVE = b": keep-alive\n\n"
+#: Sent first so that the status line and headers leave at once, before any event.
+OPENING = b": stream open\n\n"
+HEADERS = {
+    "Cache-Control": "no-cache",
+    "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
+}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def frame(data: Any, event_id: Optional[int] = None, event: Optional[str] = None) -> bytes:
+    """One SSE event whose ``data:`` is ``data`` as compact JSON (a single line)."""
+    head = ""
+    if event_id is not None:
+        head += f"id: {event_id}\n"
+    if event:
+        head += f"event: {event}\n"
+    return (head + "data: " + dumps(data) + "\n\n").encode("utf-8")
+
+
+def parse_last_event_id(raw: Optional[str]) -> Optional[int]:
+    """The sequence number in a ``Last-Event-ID`` header; None if absent or not ours."""
+    if raw is None:
+        return None
+    raw = raw.strip()
+    return int(raw) if raw.isdigit() else None
+
+
+def event_stream(
+    items: Iterable[StreamItem],
+    render: Callable[[Any], Optional[Any]],
+    render_error: Callable[[A2AError], Any],
+    headers: Optional[dict] = None,
+) -> Response:
+    """A ``text/event-stream`` response from stream items.
+
+    ``render`` makes the data of one event (None skips it); ``render_error``
+    makes the data of the single error event sent if the stream fails midway.
+    """
+
+    def body() -> Iterator[bytes]:
+        yield OPENING
+        try:
+            for item in items:
+                if item is None:
+                    yield KEEPALIVE
+                    continue
+                data = render(item)
+                if data is not None:
+                    yield frame(data, item[0])
+        except A2AError as exc:
+            yield frame(render_error(exc), event="error")
+        except GeneratorExit:
+            raise  # the client went away: only this subscription ends
+        except Exception:
+            log.exception("stream failed")
+            yield frame(render_error(InternalError()), event="error")
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    response = Response(body(), mimetype="text/event-stream", headers={**HEADERS, **(headers or {})})
+    response.direct_passthrough = True
+    return response

@@ -1,0 +1,37 @@
+"""Task stores, chosen by URL (``A2A_STORE``)."""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from .base import LogEntry, SequenceConflict, StoreError, TaskQuery, TaskRecord, TaskStore
+from .memory import MemoryStore
+from .shelve import ShelveStore
+
+__all__ = [
+    "open_store",
+    "TaskStore",
+    "TaskRecord",
+    "TaskQuery",
+    "LogEntry",
+    "SequenceConflict",
+    "StoreError",
+    "MemoryStore",
+    "ShelveStore",
+]
+
+
+def open_store(url: str) -> TaskStore:
+    """Open the store a URL names: ``memory://`` or ``shelve:///path/to/file``.
+
+    ``shelve://relative/file`` is taken relative to the working directory.
+    Raises :class:`StoreError` for an unknown scheme or a path that cannot be used.
+    """
+    parts = urlsplit(url)
+    if parts.scheme == "memory":
+        return MemoryStore()
+    if parts.scheme == "shelve":
+        path = parts.netloc + parts.path
+        if not path:
+            raise StoreError(f"shelve store URL needs a path: {url!r}")
+        return ShelveStore(path)
+    raise StoreError(f"unknown store URL {url!r}; use memory:// or shelve:///path")

@@ -1,0 +1,189 @@
+"""The store contract: tasks, their event logs, and push configs.
+
+The store is the only state shared between requests, workers and (with a
+networked backend) hosts.  Every change to a task is an event appended to the
+task's log with the next sequence number, *together with* the task snapshot it
+produces, in one atomic step guarded by the expected sequence number (a
+compare-and-set).  Readers therefore see a snapshot and a log that agree.
+
+The state machine is not here: the runtime decides what a change means; a
+store only keeps what it is given, in order.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Iterable, List, Optional, Tuple, Union
+
+from ..errors import InvalidParamsError
+from ..models import (
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatusUpdateEvent,
+    utc_now,
+)
+
+#: What a task's event log holds.  A user ``Message`` records a turn appended to
+#: the history; streams do not show it.
+Event = Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
+
+
+class SequenceConflict(Exception):
+    """Someone else appended to the task first; reload and try again."""
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used (bad URL, unreachable service)."""
+
+
+@dataclass
+class TaskRecord:
+    """A task snapshot with what the server keeps about it."""
+
+    task: Task
+    seq: int = 0
+    tenant: str = ""
+    owner: str = ""
+    dialect: str = "1.0"
+    created_at: str = field(default_factory=utc_now)
+
+    @property
+    def state(self) -> TaskState:
+        return self.task.status.state
+
+    @property
+    def updated_at(self) -> str:
+        return self.task.status.timestamp or self.created_at
+
+
+@dataclass
+class LogEntry:
+    seq: int
+    event: Event
+
+
+@dataclass
+class TaskQuery:
+    """ListTasks filters, already validated."""
+
+    tenant: str = ""
+    owner: str = ""
+    context_id: str = ""
+    state: Optional[TaskState] = None
+    updated_after: Optional[str] = None
+    page_size: int = 50
+    page_token: str = ""
+
+
+@dataclass
+class TaskPage:
+    records: List[TaskRecord]
+    total_size: int
+    next_page_token: str
+
+
+class TaskStore(ABC):
+    """Persistence for tasks, event logs and push configs (see module docstring)."""
+
+    @abstractmethod
+    def create(self, record: TaskRecord, first_event: Event) -> None:
+        """Store a new task whose log starts with ``first_event`` at ``record.seq``."""
+
+    @abstractmethod
+    def load(self, task_id: str) -> Optional[TaskRecord]:
+        """The latest record of a task, or None."""
+
+    @abstractmethod
+    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+        """Append ``events`` after ``expected_seq`` and store ``task`` as the snapshot.
+
+        Returns the new last sequence number; raises :class:`SequenceConflict`
+        if the log moved on since ``expected_seq``.
+        """
+
+    @abstractmethod
+    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+        """The log entries with a sequence number greater than ``after_seq``."""
+
+    @abstractmethod
+    def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
+        """Block until the log passes ``after_seq`` or ``timeout`` seconds pass.
+
+        May return early; callers re-read the log.
+        """
+
+    @abstractmethod
+    def list_tasks(self, query: TaskQuery) -> TaskPage:
+        """One page of tasks, most recently updated first."""
+
+    @abstractmethod
+    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+        """Insert or replace a push config (keyed by ``config.id``)."""
+
+    @abstractmethod
+    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+        """Every push config of a task, in creation order."""
+
+    @abstractmethod
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        """Remove a config; removing a missing one is not an error."""
+
+    def close(self) -> None:
+        """Release files and connections."""
+
+
+# ----------------------------------------------------------- shared paging
+
+
+def _sort_key(record: TaskRecord) -> Tuple[str, str]:
+    return (record.updated_at, record.task.id)
+
+
+def encode_page_token(record: TaskRecord) -> str:
+    raw = json.dumps(list(_sort_key(record))).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page_token(token: str) -> Tuple[str, str]:
+    """The (timestamp, id) cursor inside a page token; InvalidParams if it is not ours."""
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        stamp, task_id = json.loads(raw)
+        if not isinstance(stamp, str) or not isinstance(task_id, str):
+            raise ValueError
+        return stamp, task_id
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidParamsError(
+            "Invalid pageToken", violations=[("pageToken", "is not a token this server issued")]
+        ) from None
+
+
+def matches(record: TaskRecord, query: TaskQuery) -> bool:
+    """Whether a record passes the query's filters (not its page bounds)."""
+    if record.tenant != query.tenant or record.owner != query.owner:
+        return False
+    if query.context_id and record.task.context_id != query.context_id:
+        return False
+    if query.state is not None and record.state is not query.state:
+        return False
+    if query.updated_after and record.updated_at < query.updated_after:
+        return False
+    return True
+
+
+def select_page(records: Iterable[TaskRecord], query: TaskQuery) -> TaskPage:
+    """Filter, order (newest status first) and cut one page, for in-process stores."""
+    selected = sorted((r for r in records if matches(r, query)), key=_sort_key, reverse=True)
+    start = 0
+    if query.page_token:
+        cursor = decode_page_token(query.page_token)
+        start = next((i for i, r in enumerate(selected) if _sort_key(r) < cursor), len(selected))
+    page = selected[start:start + query.page_size]
+    more = start + query.page_size < len(selected)
+    return TaskPage(page, len(selected), encode_page_token(page[-1]) if more and page else "")

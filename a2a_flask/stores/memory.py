@@ -1,0 +1,87 @@
+"""The default store: everything in this process's memory.
+
+Fast and dependency-free, but every gunicorn worker has its own copy: use it
+with one worker, or pick a shared store (``shelve://`` on one host).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Dict, List, Optional
+
+from ..concurrency import Notifier
+from ..models import Task, TaskPushNotificationConfig
+from .base import (
+    Event,
+    LogEntry,
+    SequenceConflict,
+    TaskPage,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    select_page,
+)
+
+
+class MemoryStore(TaskStore):
+    """Tasks and logs in dicts, guarded by one lock, with in-process wake-ups."""
+
+    def __init__(self) -> None:
+        self._records: Dict[str, TaskRecord] = {}
+        self._logs: Dict[str, List[LogEntry]] = {}
+        self._push: Dict[str, Dict[str, TaskPushNotificationConfig]] = {}
+        self._lock = threading.Lock()
+        self._notifier = Notifier()
+
+    def create(self, record: TaskRecord, first_event: Event) -> None:
+        with self._lock:
+            if record.task.id in self._records:
+                raise SequenceConflict(record.task.id)
+            self._records[record.task.id] = record
+            self._logs[record.task.id] = [LogEntry(record.seq, first_event)]
+        self._notifier.notify(record.task.id)
+
+    def load(self, task_id: str) -> Optional[TaskRecord]:
+        return self._records.get(task_id)
+
+    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+        with self._lock:
+            record = self._records[task_id]
+            if record.seq != expected_seq:
+                raise SequenceConflict(task_id)
+            log = self._logs[task_id]
+            seq = expected_seq
+            for event in events:
+                seq += 1
+                log.append(LogEntry(seq, event))
+            # Records are replaced, never mutated: readers may hold the old one.
+            self._records[task_id] = TaskRecord(
+                task, seq, record.tenant, record.owner, record.dialect, record.created_at
+            )
+        self._notifier.notify(task_id, last=task.status.state.terminal)
+        return seq
+
+    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+        log = self._logs.get(task_id, [])
+        # Sequence numbers are dense and start at 1, so the index is seq - 1.
+        return log[max(after_seq, 0):]
+
+    def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
+        ticket = self._notifier.ticket(task_id)
+        record = self._records.get(task_id)
+        if record is None or record.seq > after_seq or record.state.terminal:
+            return
+        ticket.wait(timeout)
+
+    def list_tasks(self, query: TaskQuery) -> TaskPage:
+        return select_page(list(self._records.values()), query)
+
+    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+        with self._lock:
+            self._push.setdefault(task_id, {})[config.id] = config
+
+    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+        return list(self._push.get(task_id, {}).values())
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        with self._lock:
+            self._push.get(task_id, {}).pop(config_id, None)

@@ -1,0 +1,148 @@
+"""A store in a ``shelve`` file: survives restarts, shared by the workers of one host.
+
+Every operation opens the shelf under an ``flock`` (shared to read, exclusive
+to write) and closes it again, so several processes see each other's writes.
+The shelf uses ``dbm.dumb`` on purpose: it exists on every Python build and
+its files are portable.  Wake-ups across processes are found by watching the
+shelf's index file change; within a process they are immediate.
+
+Meant for development and modest single-host loads: each call costs a file
+open.  Many workers under load want an SQL or networked store.
+"""
+from __future__ import annotations
+
+import contextlib
+import dbm.dumb
+import fcntl
+import os
+import shelve as shelve_module
+import time
+from typing import Dict, Iterator, List, Optional
+
+from ..concurrency import Notifier
+from ..models import Task, TaskPushNotificationConfig
+from .base import (
+    Event,
+    LogEntry,
+    SequenceConflict,
+    StoreError,
+    TaskPage,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    select_page,
+)
+
+#: How often a waiter looks for writes made by other processes (seconds).
+POLL_INTERVAL = 0.05
+
+
+class ShelveStore(TaskStore):
+    """See the module docstring.  ``path`` is the shelf's base file name."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        directory = os.path.dirname(self.path)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            self._lock_path = self.path + ".lock"
+            with self._shelf(write=True):
+                pass
+        except OSError as exc:
+            raise StoreError(f"cannot open shelve store at {self.path}: {exc}") from exc
+        self._notifier = Notifier()
+
+    @contextlib.contextmanager
+    def _shelf(self, write: bool = False) -> Iterator[shelve_module.Shelf]:
+        with open(self._lock_path, "a+b") as lock_file:
+            fcntl.flock(lock_file, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
+            try:
+                db = dbm.dumb.open(self.path, "c" if write else "r")
+                shelf = shelve_module.Shelf(db, protocol=4)
+                try:
+                    yield shelf
+                finally:
+                    shelf.close()
+            finally:
+                fcntl.flock(lock_file, fcntl.LOCK_UN)
+
+    def _version(self) -> tuple:
+        try:
+            st = os.stat(self.path + ".dir")
+            return (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError:
+            return ()
+
+    def create(self, record: TaskRecord, first_event: Event) -> None:
+        task_id = record.task.id
+        with self._shelf(write=True) as db:
+            if "t:" + task_id in db:
+                raise SequenceConflict(task_id)
+            db[f"e:{task_id}:{record.seq}"] = first_event
+            db["t:" + task_id] = record
+        self._notifier.notify(task_id)
+
+    def load(self, task_id: str) -> Optional[TaskRecord]:
+        with self._shelf() as db:
+            return db.get("t:" + task_id)
+
+    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+        with self._shelf(write=True) as db:
+            record: TaskRecord = db["t:" + task_id]
+            if record.seq != expected_seq:
+                raise SequenceConflict(task_id)
+            seq = expected_seq
+            for event in events:
+                seq += 1
+                db[f"e:{task_id}:{seq}"] = event
+            db["t:" + task_id] = TaskRecord(
+                task, seq, record.tenant, record.owner, record.dialect, record.created_at
+            )
+        self._notifier.notify(task_id, last=task.status.state.terminal)
+        return seq
+
+    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+        with self._shelf() as db:
+            record = db.get("t:" + task_id)
+            if record is None:
+                return []
+            return [LogEntry(s, db[f"e:{task_id}:{s}"]) for s in range(after_seq + 1, record.seq + 1)]
+
+    def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            ticket = self._notifier.ticket(task_id)
+            version = self._version()
+            record = self.load(task_id)
+            if record is None or record.seq > after_seq or record.state.terminal:
+                return
+            # Sleep until a local write wakes us, or poll for another process's.
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                if ticket.wait(min(POLL_INTERVAL, remaining)):
+                    break
+                if self._version() != version:
+                    break
+
+    def list_tasks(self, query: TaskQuery) -> TaskPage:
+        with self._shelf() as db:
+            records = [db[k] for k in list(db.keys()) if k.startswith("t:")]
+        return select_page(records, query)
+
+    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+        with self._shelf(write=True) as db:
+            configs: Dict[str, TaskPushNotificationConfig] = db.get("p:" + task_id, {})
+            configs[config.id] = config
+            db["p:" + task_id] = configs
+
+    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+        with self._shelf() as db:
+            return list(db.get("p:" + task_id, {}).values())
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        with self._shelf(write=True) as db:
+            configs = db.get("p:" + task_id, {})
+            if configs.pop(config_id, None) is not None:
+                db["p:" + task_id] = configs

@@ -1,0 +1,1 @@
+"""Runnable example agents: ``gunicorn -k gevent examples.echo_agent:app``."""

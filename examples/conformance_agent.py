@@ -1,0 +1,144 @@
+"""An agent for conformance test kits: behaviour chosen by the ``messageId`` prefix.
+
+Run it::
+
+    gunicorn -k gevent -b 127.0.0.1:8000 examples.conformance_agent:app
+
+The longest matching prefix wins; any other ``tck-`` id completes the task
+with "Hello from TCK"; other ids are echoed.  The same messageId may arrive
+many times, also as follow-ups on one task: it is never de-duplicated.
+"""
+import time
+
+from flask import Flask
+
+from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill, Part, TaskContext
+
+a2a = A2A(
+    card=AgentCard(
+        name="A2A Flask conformance agent",
+        description="Answers according to the messageId prefix, for protocol test kits.",
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True, push_notifications=False,
+                                       extended_agent_card=False),
+        default_input_modes=["text/plain", "application/json", "*/*"],
+        default_output_modes=["text/plain", "application/json"],
+        skills=[AgentSkill(id="tck", name="Conformance behaviours",
+                           description="Deterministic behaviours keyed by messageId prefix",
+                           tags=["tck", "conformance"])],
+    )
+)
+
+FILE_BYTES = b"Generated file content"
+
+
+def complete_task(ctx: TaskContext) -> None:
+    ctx.complete("Hello from TCK")
+
+
+def artifact_text(ctx: TaskContext) -> None:
+    ctx.artifact("Generated text content")
+    ctx.complete()
+
+
+def artifact_file(ctx: TaskContext) -> None:
+    ctx.artifact(Part(raw=FILE_BYTES, filename="output.txt", media_type="text/plain"))
+    ctx.complete()
+
+
+def artifact_file_url(ctx: TaskContext) -> None:
+    ctx.artifact(Part(url="https://example.com/output.txt", filename="output.txt",
+                      media_type="text/plain"))
+    ctx.complete()
+
+
+def artifact_data(ctx: TaskContext) -> None:
+    ctx.artifact(Part(data={"key": "value", "count": 42}, media_type="application/json"))
+    ctx.complete()
+
+
+def message_response(ctx: TaskContext) -> None:
+    ctx.reply("Direct message response")
+
+
+def input_required(ctx: TaskContext) -> None:
+    if ctx.follow_up:
+        ctx.complete("Thanks, got it")
+    else:
+        ctx.ask("Please provide more input")
+
+
+def reject_task(ctx: TaskContext) -> None:
+    ctx.reject("Task rejected")
+
+
+def stream_text(ctx: TaskContext) -> None:
+    ctx.working("Working")
+    ctx.artifact("Streamed text content")
+    ctx.complete()
+
+
+def stream_completed_only(ctx: TaskContext) -> None:
+    ctx.complete()
+
+
+def stream_file(ctx: TaskContext) -> None:
+    ctx.working("Working")
+    ctx.artifact(Part(raw=FILE_BYTES, filename="output.txt", media_type="text/plain"))
+    ctx.complete()
+
+
+def stream_chunked(ctx: TaskContext) -> None:
+    ctx.working("Working")
+    chunk_id = "chunked-artifact"
+    ctx.artifact("chunk-1 ", artifact_id=chunk_id, append=True)
+    ctx.artifact("chunk-2", artifact_id=chunk_id, append=True, last_chunk=True)
+    ctx.complete()
+
+
+def slow_for_resubscribe(ctx: TaskContext) -> None:
+    ctx.working("Working for a while")
+    deadline = time.monotonic() + 4.5
+    while time.monotonic() < deadline:
+        if ctx.cancelled:
+            return
+        time.sleep(0.1)
+    ctx.complete()
+
+
+BEHAVIOURS = {
+    "tck-complete-task": complete_task,
+    "tck-artifact-text": artifact_text,
+    "tck-artifact-file": artifact_file,
+    "tck-artifact-file-url": artifact_file_url,
+    "tck-artifact-data": artifact_data,
+    "tck-message-response": message_response,
+    "tck-input-required": input_required,
+    "tck-reject-task": reject_task,
+    "tck-stream-001": stream_text,
+    "tck-stream-003": stream_text,
+    "tck-stream-ordering-001": stream_text,
+    "tck-stream-artifact-text": stream_text,
+    "tck-stream-002": stream_completed_only,
+    "tck-stream-artifact-file": stream_file,
+    "tck-stream-artifact-chunked": stream_chunked,
+    "test-resubscribe-message-id": slow_for_resubscribe,
+}
+#: Longest prefix first, so "tck-artifact-file-url" wins over "tck-artifact-file".
+PREFIXES = sorted(BEHAVIOURS, key=len, reverse=True)
+
+
+@a2a.executor
+def conformance(ctx: TaskContext):
+    message_id = ctx.message.message_id
+    for prefix in PREFIXES:
+        if message_id.startswith(prefix):
+            return BEHAVIOURS[prefix](ctx)
+    if message_id.startswith("tck-"):
+        return complete_task(ctx)
+    return ctx.text or "ok"
+
+
+app = Flask(__name__)
+app.config.from_prefixed_env()
+a2a.init_app(app)
