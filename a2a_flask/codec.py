@@ -38,7 +38,7 @@ class _FieldSpec(typing.NamedTuple):
 _SPECS: Dict[type, Tuple[_FieldSpec, ...]] = {}
 
 
-def _specs(cls: type) -> Tuple[_FieldSpec, ...]:
+def field_specs(cls: type) -> Tuple[_FieldSpec, ...]:
     specs = _SPECS.get(cls)
     if specs is None:
         hints = typing.get_type_hints(cls)
@@ -66,7 +66,7 @@ def encode(value: Any) -> Any:
         if type(value) is Part:
             return _encode_part(value)
         out: Dict[str, Any] = {}
-        for spec in _specs(type(value)):
+        for spec in field_specs(type(value)):
             item = getattr(value, spec.attr)
             if item is None:
                 continue
@@ -186,7 +186,7 @@ def _decode_dataclass(cls: type, value: Any, path: str, errors: List[FieldViolat
         errors.append((path, "must be an object"))
         return cls()
     kwargs: Dict[str, Any] = {}
-    for spec in _specs(cls):
+    for spec in field_specs(cls):
         raw = value.get(spec.wire)
         if raw is None and spec.attr != spec.wire:
             raw = value.get(spec.attr)

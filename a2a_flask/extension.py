@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from . import jsonrpc
+from . import jsonrpc, rest
 from .card import CardRenderer, Endpoint, check_card
 from .config import Settings
 from .executor import Executor, invoke
@@ -27,6 +27,11 @@ from .stores import TaskStore, open_store
 log = logging.getLogger("a2a_flask")
 
 WELL_KNOWN_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+
+
+def _card_endpoint(path: str) -> str:
+    """``/.well-known/agent-card.json`` -> ``agent_card``."""
+    return path.rsplit("/", 1)[1].split(".")[0].replace("-", "_")
 
 
 class AgentState:
@@ -121,6 +126,7 @@ class A2A:
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
         state = AgentState(self.name, settings, service, CardRenderer(self.card, self.endpoints()))
         registry[self.name] = state
+        app.url_map.converters.setdefault("a2aid", rest.IdConverter)
         app.register_blueprint(self._blueprint(state))
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
@@ -128,7 +134,7 @@ class A2A:
 
     def endpoints(self) -> List[Endpoint]:
         """The bindings this agent serves, relative to its prefix."""
-        return [("JSONRPC", "1.0", "")]
+        return [("JSONRPC", "1.0", ""), ("HTTP+JSON", "1.0", rest.REST_PATH)]
 
     def _blueprint(self, state: AgentState) -> Blueprint:
         bp = Blueprint(f"a2a_{self.name}", __name__, url_prefix=state.settings.url_prefix or None)
@@ -137,15 +143,15 @@ class A2A:
             return jsonrpc.handle(state.service)
 
         bp.add_url_rule("/", "jsonrpc", rpc, methods=["POST"], strict_slashes=False)
+        rest.register_routes(bp, state.service)
         if state.settings.url_prefix:
             for path in WELL_KNOWN_PATHS:
-                bp.add_url_rule(path, "card" + path.rsplit("/", 1)[1].split(".")[0].replace("-", "_"),
-                                state.card_response, methods=["GET"])
+                bp.add_url_rule(path, _card_endpoint(path), state.card_response, methods=["GET"])
         return bp
 
     def _register_root_card(self, app: Flask, state: AgentState) -> None:
         for path in WELL_KNOWN_PATHS:
-            endpoint = "a2a_root_card_" + path.rsplit("/", 1)[1].split(".")[0].replace("-", "_")
+            endpoint = "a2a_root_" + _card_endpoint(path)
             if endpoint in app.view_functions:
                 raise RuntimeError("another A2A agent already serves the root card; "
                                    "set A2A_ROOT_CARD=False or root_card=False on one of them")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional
 
 from flask import Response, request
 
@@ -29,20 +29,17 @@ from . import dialects
 from .errors import (
     A2AError,
     ContentTypeNotSupportedError,
-    ExtensionSupportRequiredError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
     MethodNotFoundError,
 )
+from .headers import is_json_mimetype, negotiate_extensions, requested_version
 from .service import AgentService, CallContext
 from .sse import dumps, event_stream, parse_last_event_id
 
 log = logging.getLogger("a2a_flask")
-
-JSON_TYPES = ("application/json", "application/a2a+json")
-EXTENSIONS_HEADERS = ("A2A-Extensions", "X-A2A-Extensions")
 
 
 def error_body(exc: A2AError, request_id: Any = None) -> Dict[str, Any]:
@@ -52,38 +49,6 @@ def error_body(exc: A2AError, request_id: Any = None) -> Dict[str, Any]:
         "id": request_id,
         "error": {"code": exc.code, "message": exc.message, "data": exc.details()},
     }
-
-
-def is_json_mimetype(mimetype: str) -> bool:
-    return mimetype in JSON_TYPES or mimetype.endswith("+json")
-
-
-def requested_extensions() -> list:
-    """Extension URIs the client activated (``A2A-Extensions`` or the 0.3 ``X-`` header)."""
-    uris = []
-    for header in EXTENSIONS_HEADERS:
-        for value in request.headers.getlist(header):
-            uris.extend(u.strip() for u in value.split(",") if u.strip())
-    return uris
-
-
-def negotiate_extensions(service: AgentService) -> Tuple[list, Optional[str]]:
-    """Check required extensions; return the requested URIs and the header to echo."""
-    requested = requested_extensions()
-    declared = {e.uri: e for e in service.card.capabilities.extensions}
-    missing = [uri for uri, ext in declared.items() if ext.required and uri not in requested]
-    if missing:
-        raise ExtensionSupportRequiredError(
-            "This agent requires the extension(s) " + ", ".join(missing)
-            + "; list them in the A2A-Extensions header",
-            metadata={"extensions": ",".join(missing)},
-        )
-    active = [uri for uri in requested if uri in declared]
-    return requested, ", ".join(active) if active else None
-
-
-def requested_version() -> Optional[str]:
-    return request.headers.get("A2A-Version") or request.args.get("A2A-Version")
 
 
 class _Call:
@@ -149,7 +114,7 @@ def handle(service: AgentService) -> Response:
                 f"Method {call.method!r} not found in A2A {dialect.version}",
                 metadata={"method": call.method, "version": dialect.version},
             )
-        extensions, echo = negotiate_extensions(service)
+        extensions, echo = negotiate_extensions(service.card)
         if echo:
             headers["A2A-Extensions"] = echo
         parsed = method.parse(call.params)

@@ -1,0 +1,45 @@
+"""HTTP-level request facts shared by both bindings: content type, version, extensions."""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from flask import request
+
+from .errors import ExtensionSupportRequiredError
+from .models import AgentCard
+
+JSON_TYPES = ("application/json", "application/a2a+json")
+EXTENSIONS_HEADERS = ("A2A-Extensions", "X-A2A-Extensions")
+
+
+def is_json_mimetype(mimetype: str) -> bool:
+    return mimetype in JSON_TYPES or mimetype.endswith("+json")
+
+
+def requested_version() -> Optional[str]:
+    """``A2A-Version`` from the header (any case) or the ``?A2A-Version=`` parameter."""
+    return request.headers.get("A2A-Version") or request.args.get("A2A-Version")
+
+
+def requested_extensions() -> List[str]:
+    """Extension URIs the client activated (``A2A-Extensions`` or the 0.3 ``X-`` header)."""
+    uris: List[str] = []
+    for header in EXTENSIONS_HEADERS:
+        for value in request.headers.getlist(header):
+            uris.extend(u.strip() for u in value.split(",") if u.strip())
+    return uris
+
+
+def negotiate_extensions(card: AgentCard) -> Tuple[List[str], Optional[str]]:
+    """Check required extensions (-32008); return the requested URIs and the header to echo."""
+    requested = requested_extensions()
+    declared = {e.uri: e for e in card.capabilities.extensions}
+    missing = [uri for uri, ext in declared.items() if ext.required and uri not in requested]
+    if missing:
+        raise ExtensionSupportRequiredError(
+            "This agent requires the extension(s) " + ", ".join(missing)
+            + "; list them in the A2A-Extensions header",
+            metadata={"extensions": ",".join(missing)},
+        )
+    active = [uri for uri in requested if uri in declared]
+    return requested, ", ".join(active) if active else None

@@ -1,0 +1,247 @@
+"""The HTTP+JSON (REST) binding of A2A 1.0, under ``<prefix>/rest``.
+
+Every route of the proto's HTTP annotations, each also under a ``/{tenant}``
+prefix.  Requests reuse the 1.0 dialect's models; results are the same JSON as
+JSON-RPC results without the envelope; streams carry bare StreamResponse
+objects; errors are ``{"error": {"code", "status", "message", "details"}}``
+with the HTTP status of the 1.0.1 mapping.
+
+The path already names the protocol (1.0), so a request without
+``A2A-Version`` is served as 1.0; a header naming another version gets
+``VERSION_NOT_SUPPORTED``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import typing
+from typing import Any, Callable, Dict, Optional
+
+from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import BaseConverter
+
+from . import models as m
+from .codec import field_specs, decode, encode
+from .dialects import normalise_version, supported_versions
+from .dialects.v1 import render_event, render_send_result
+from .errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InternalError,
+    InvalidParamsError,
+    JSONParseError,
+    MethodNotFoundError,
+    VersionNotSupportedError,
+)
+from .headers import is_json_mimetype, negotiate_extensions, requested_version
+from .service import AgentService, CallContext
+from .sse import dumps, event_stream, parse_last_event_id
+
+log = logging.getLogger("a2a_flask")
+
+REST_PATH = "/rest"
+VERSION = "1.0"
+
+
+class IdConverter(BaseConverter):
+    """A path segment without ``:`` so ``/tasks/<id>:cancel`` routes correctly."""
+
+    regex = r"[^/:]+"
+
+
+def error_response(exc: A2AError, headers: Optional[Dict[str, str]] = None) -> Response:
+    body = {"error": {"code": exc.http_status, "status": exc.grpc_status,
+                      "message": exc.message, "details": exc.details()}}
+    return Response(dumps(body), status=exc.http_status, mimetype="application/json",
+                    headers=headers)
+
+
+def _stream_error(exc: A2AError) -> Dict[str, Any]:
+    return {"error": {"code": exc.http_status, "status": exc.grpc_status,
+                      "message": exc.message, "details": exc.details()}}
+
+
+def _body() -> Dict[str, Any]:
+    raw = request.get_data(cache=False)
+    if not raw.strip():
+        return {}
+    if not is_json_mimetype(request.mimetype):
+        raise ContentTypeNotSupportedError(
+            f"Content-Type must be application/json, not {request.mimetype or 'missing'}")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JSONParseError(f"Invalid JSON payload: {exc}") from None
+    if not isinstance(body, dict):
+        raise InvalidParamsError("The body must be a JSON object",
+                                 violations=[("body", "must be an object")])
+    return body
+
+
+def _query(cls: type) -> Dict[str, Any]:
+    """Query parameters for a request model: booleans from ``true``/``false``."""
+    values: Dict[str, Any] = {}
+    for spec in field_specs(cls):
+        raw = request.args.get(spec.wire, request.args.get(spec.attr))
+        if raw is None:
+            continue
+        if typing.Optional[bool] == spec.type or spec.type is bool:
+            values[spec.wire] = {"true": True, "false": False}.get(raw.lower(), raw)
+        else:
+            values[spec.wire] = raw
+    return values
+
+
+# Each route: how to build the request model from the path, query and body.
+Builder = Callable[[Dict[str, str]], Any]
+
+
+def _send(_: Dict[str, str]) -> Any:
+    return decode(m.SendMessageRequest, _body())
+
+
+def _get_task(path: Dict[str, str]) -> Any:
+    return decode(m.GetTaskRequest, {**_query(m.GetTaskRequest), "id": path["id"]})
+
+
+def _list_tasks(_: Dict[str, str]) -> Any:
+    return decode(m.ListTasksRequest, _query(m.ListTasksRequest))
+
+
+def _cancel(path: Dict[str, str]) -> Any:
+    return decode(m.CancelTaskRequest, {**_body(), "id": path["id"]})
+
+
+def _subscribe(path: Dict[str, str]) -> Any:
+    return m.SubscribeToTaskRequest(id=path["id"])
+
+
+def _create_push(path: Dict[str, str]) -> Any:
+    return decode(m.TaskPushNotificationConfig, {**_body(), "taskId": path["task_id"]})
+
+
+def _push_ref(path: Dict[str, str]) -> Any:
+    return m.TaskPushConfigRequest(task_id=path["task_id"], id=path["config_id"])
+
+
+def _list_push(path: Dict[str, str]) -> Any:
+    query = _query(m.ListTaskPushNotificationConfigsRequest)
+    return decode(m.ListTaskPushNotificationConfigsRequest, {**query, "taskId": path["task_id"]})
+
+
+def _empty(_: Dict[str, str]) -> Any:
+    return m.GetExtendedAgentCardRequest()
+
+
+@dataclasses.dataclass
+class Route:
+    rule: str
+    methods: tuple
+    build: Builder
+    operation: Callable[[AgentService, Any, CallContext], Any]
+    render: Callable[[Any], Any] = encode
+    streaming: bool = False
+
+
+def _op(name: str) -> Callable[[AgentService, Any, CallContext], Any]:
+    return lambda service, req, ctx: getattr(service, name)(req, ctx)
+
+
+ROUTES = [
+    Route("/message:send", ("POST",), _send, _op("send_message"), render_send_result),
+    Route("/message:stream", ("POST",), _send, _op("send_streaming_message"), streaming=True),
+    Route("/tasks", ("GET",), _list_tasks, _op("list_tasks")),
+    Route("/tasks/<a2aid:id>", ("GET",), _get_task, _op("get_task")),
+    Route("/tasks/<a2aid:id>:cancel", ("POST",), _cancel, _op("cancel_task")),
+    Route("/tasks/<a2aid:id>:subscribe", ("GET", "POST"), _subscribe, _op("subscribe_to_task"),
+          streaming=True),
+    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("POST",), _create_push,
+          _op("create_push_config")),
+    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("GET",), _list_push,
+          _op("list_push_configs")),
+    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("GET",),
+          _push_ref, _op("get_push_config")),
+    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("DELETE",),
+          _push_ref, _op("delete_push_config")),
+    Route("/extendedAgentCard", ("GET",), _empty,
+          lambda service, req, ctx: service.get_extended_card(ctx)),
+]
+
+
+def _check_version() -> None:
+    raw = requested_version()
+    if raw is not None and raw.strip() and normalise_version(raw) != VERSION:
+        supported = ", ".join(supported_versions())
+        raise VersionNotSupportedError(
+            f"A2A-Version {raw.strip()} is not served on the 1.0 REST binding; "
+            f"this server speaks {supported}",
+            metadata={"requestedVersion": raw.strip(), "supportedVersions": supported},
+        )
+
+
+def _view(service: AgentService, route: Route) -> Callable[..., Response]:
+    def view(tenant: str = "", **path: str) -> Response:
+        headers: Dict[str, str] = {}
+        try:
+            _check_version()
+            extensions, echo = negotiate_extensions(service.card)
+            if echo:
+                headers["A2A-Extensions"] = echo
+            parsed = route.build(path)
+            if tenant and hasattr(parsed, "tenant"):
+                parsed.tenant = tenant
+            ctx = CallContext(
+                tenant=tenant or getattr(parsed, "tenant", "") or "",
+                dialect=VERSION,
+                extensions=extensions,
+                last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
+            )
+            result = route.operation(service, parsed, ctx)
+            if route.streaming:
+                return event_stream(result, render_event, _stream_error, headers)
+            return Response(dumps(route.render(result)), mimetype="application/json",
+                            headers=headers)
+        except A2AError as exc:
+            return error_response(exc, headers)
+        except Exception:
+            log.exception("REST request failed")
+            return error_response(InternalError(), headers)
+
+    return view
+
+
+def _unknown_route(**_: str) -> Response:
+    """404 for paths no route has; 405 (with ``Allow``) for a known path and wrong verb."""
+    adapter = current_app.url_map.bind_to_environ(request.environ)
+    allowed = []
+    for method in ("GET", "POST", "DELETE"):
+        try:
+            endpoint, _args = adapter.match(method=method)
+        except HTTPException:
+            continue
+        if not endpoint.endswith("rest_unknown"):
+            allowed.append(method)
+    if allowed:
+        exc: A2AError = MethodNotFoundError(
+            f"{request.method} is not allowed on {request.path}; use {', '.join(allowed)}",
+            metadata={"path": request.path, "method": request.method})
+        exc.http_status, exc.grpc_status = 405, "UNIMPLEMENTED"
+        response = error_response(exc)
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+    return error_response(MethodNotFoundError(
+        f"No A2A REST route {request.method} {request.path}",
+        metadata={"path": request.path, "method": request.method}))
+
+
+def register_routes(bp: Blueprint, service: AgentService) -> None:
+    """Add every REST route, at ``/rest`` and ``/rest/<tenant>``, to an agent's blueprint."""
+    for index, route in enumerate(ROUTES):
+        view = _view(service, route)
+        for prefix in (REST_PATH, REST_PATH + "/<a2aid:tenant>"):
+            bp.add_url_rule(prefix + route.rule, f"rest_{index}_{'t' if '<' in prefix else 'r'}",
+                            view, methods=list(route.methods))
+    bp.add_url_rule(REST_PATH + "/<path:rest>", "rest_unknown", _unknown_route,
+                    methods=["GET", "POST", "PUT", "PATCH", "DELETE"])

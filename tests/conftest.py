@@ -1,0 +1,78 @@
+"""Shared fixtures: an app factory, the test client, stores, and real servers."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import pytest
+from flask import Flask
+
+from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill
+from a2a_flask.extension import AgentState
+
+from .helpers import Server
+
+
+def make_card(**overrides: Any) -> AgentCard:
+    values = dict(
+        name="Test agent",
+        description="An agent for tests",
+        version="1.0.0",
+        capabilities=AgentCapabilities(streaming=True),
+        skills=[AgentSkill(id="test", name="Test", description="Tests things", tags=["test"])],
+    )
+    values.update(overrides)
+    return AgentCard(**values)
+
+
+def echo(ctx):
+    return ctx.text
+
+
+@pytest.fixture(params=["memory", "shelve"])
+def store_url(request, tmp_path) -> str:
+    """Each test using it runs once per store backend."""
+    if request.param == "memory":
+        return "memory://"
+    return f"shelve://{tmp_path}/tasks"
+
+
+@pytest.fixture
+def make_app(tmp_path) -> Callable[..., Flask]:
+    """Build an app with one agent: ``make_app(executor, card=..., store=..., **config)``."""
+    created = []
+
+    def factory(executor: Optional[Callable] = None, *, card: Optional[AgentCard] = None,
+                store: Any = None, **config: Any) -> Flask:
+        app = Flask("test_app")
+        app.config.update({"A2A_" + k.upper(): v for k, v in config.items()})
+        A2A(app, card=card or make_card(), executor=executor or echo, store=store)
+        created.append(app)
+        return app
+
+    yield factory
+    for app in created:
+        for state in app.extensions.get("a2a", {}).values():
+            state.store.close()
+
+
+@pytest.fixture
+def app(make_app, store_url) -> Flask:
+    return make_app(store=store_url)
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def a2a(app) -> AgentState:
+    """The agent's state: ``a2a.service``, ``a2a.store``, ``a2a.settings``."""
+    return app.extensions["a2a"]["a2a"]
+
+
+@pytest.fixture(scope="session")
+def conformance_server():
+    """A real ``gunicorn -k gevent`` running the conformance agent on a free port."""
+    with Server("examples.conformance_agent:app") as server:
+        yield server

@@ -1,0 +1,204 @@
+"""Test helpers: JSON-RPC calls, SSE parsing, schema validation, real servers."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional
+
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = Path(os.environ.get("A2A_SPEC_DIR", ROOT.parent / "shared" / "spec"))
+
+V1 = {"A2A-Version": "1.0"}
+
+
+def rpc_body(method: str, params: Any = None, request_id: Any = 1) -> Dict[str, Any]:
+    body: Dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return body
+
+
+def user_message(text: str = "hello", message_id: str = "m-1", **extra: Any) -> Dict[str, Any]:
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+    message.update(extra)
+    return message
+
+
+def rpc(client, method: str, params: Any = None, *, headers: Optional[dict] = None,
+        path: str = "/a2a", request_id: Any = 1) -> Dict[str, Any]:
+    """Call a JSON-RPC method through the Flask test client and return the decoded body."""
+    response = client.post(path, json=rpc_body(method, params, request_id),
+                           headers={**V1, **(headers or {})})
+    assert response.status_code == 200, response.data
+    assert response.mimetype == "application/json", response.mimetype
+    return response.get_json()
+
+
+def parse_sse(text: str) -> List[Dict[str, Any]]:
+    """SSE events as dicts: ``{"id", "event", "data" (decoded JSON)}``; comments dropped."""
+    events = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields: Dict[str, Any] = {}
+        data_lines = []
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data_lines.append(value)
+            else:
+                fields[name] = value
+        if data_lines:
+            fields["data"] = json.loads("\n".join(data_lines))
+            events.append(fields)
+    return events
+
+
+def stream(client, method: str, params: Any, *, headers: Optional[dict] = None,
+           path: str = "/a2a") -> List[Dict[str, Any]]:
+    """Run a streaming method through the test client; every SSE event, in order."""
+    response = client.post(path, json=rpc_body(method, params), headers={**V1, **(headers or {})})
+    assert response.status_code == 200
+    if response.mimetype == "application/json":
+        return [{"data": response.get_json()}]
+    assert response.mimetype == "text/event-stream"
+    return parse_sse(response.get_data(as_text=True))
+
+
+# ------------------------------------------------------------- schemas
+
+
+def _load_schema_registry(version: str):
+    from referencing import Registry, Resource
+
+    doc = json.loads((SPEC / version / "a2a.schema.json").read_text())
+    definitions = doc.get("definitions") or doc.get("$defs")
+    registry = Registry()
+    if version == "v1.0":
+        # The 1.0 schema refers to its parts by protobuf file names.
+        for title, schema in definitions.items():
+            compact = title.replace(" ", "")
+            for name in (f"lf.a2a.v1.{compact}.jsonschema.json",
+                         f"google.protobuf.{compact}.jsonschema.json"):
+                registry = registry.with_resource(name, Resource.from_contents(
+                    schema, default_specification=_draft()))
+    return doc, definitions, registry
+
+
+def _draft():
+    from referencing.jsonschema import DRAFT202012
+
+    return DRAFT202012
+
+
+_CACHE: Dict[str, Any] = {}
+
+
+def validate(instance: Any, definition: str, version: str = "v1.0") -> None:
+    """Validate against a definition of an official schema (``"Task"``, ``"Stream Response"``)."""
+    import jsonschema
+
+    if version not in _CACHE:
+        _CACHE[version] = _load_schema_registry(version)
+    doc, definitions, registry = _CACHE[version]
+    if version == "v1.0":
+        schema = definitions[definition]
+    else:
+        schema = {"$ref": f"#/definitions/{definition}", "definitions": definitions}
+        if "$defs" in doc:
+            schema = {"$ref": f"#/$defs/{definition}", "$defs": definitions}
+    validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    validator_cls(schema, registry=registry).validate(instance)
+
+
+def validate_stream_response(result: Dict[str, Any]) -> None:
+    validate(result, "Stream Response")
+
+
+# ------------------------------------------------------------- real servers
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Server:
+    """A real gunicorn (gevent workers by default) serving ``app_spec`` on loopback."""
+
+    def __init__(self, app_spec: str, *, workers: int = 1, worker_class: str = "gevent",
+                 env: Optional[Dict[str, str]] = None, extra_args: Optional[List[str]] = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "gunicorn", "-k", worker_class, "-w", str(workers),
+               "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", "2",
+               "--log-level", "warning", *(extra_args or []), app_spec]
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"a2a-gunicorn-{self.port}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
+                                     stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited: {self.log_path.read_text()}")
+            try:
+                requests.get(self.url + "/.well-known/agent-card.json", timeout=1)
+                return
+            except requests.ConnectionError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("gunicorn did not start in time")
+
+    def rpc(self, method: str, params: Any = None, *, headers: Optional[dict] = None,
+            timeout: float = 30, path: str = "/a2a") -> Dict[str, Any]:
+        response = requests.post(self.url + path, json=rpc_body(method, params),
+                                 headers={**V1, **(headers or {})}, timeout=timeout)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def stream(self, method: str, params: Any, *, headers: Optional[dict] = None,
+               timeout: float = 30, path: str = "/a2a") -> Iterator[Dict[str, Any]]:
+        """SSE events as they arrive."""
+        with requests.post(self.url + path, json=rpc_body(method, params),
+                           headers={**V1, **(headers or {})}, stream=True,
+                           timeout=timeout) as response:
+            assert response.status_code == 200, response.text
+            buffer = ""
+            for chunk in response.iter_content(chunk_size=None, decode_unicode=True):
+                buffer += chunk
+                while "\n\n" in buffer:
+                    block, buffer = buffer.split("\n\n", 1)
+                    yield from parse_sse(block + "\n\n")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        self._log.close()
+
+    def __enter__(self) -> "Server":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
