@@ -29,6 +29,20 @@ def check_card(card: AgentCard) -> None:
         raise ValueError("AgentCard needs default_input_modes and default_output_modes")
 
 
+def with_default_capabilities(card: AgentCard, has_extended_card: bool) -> AgentCard:
+    """Fill capabilities left unset with what this library does: streaming on,
+    push off, the extended card on only when one is configured."""
+    caps = card.capabilities
+    caps = dataclasses.replace(
+        caps,
+        streaming=True if caps.streaming is None else caps.streaming,
+        push_notifications=False if caps.push_notifications is None else caps.push_notifications,
+        extended_agent_card=(has_extended_card if caps.extended_agent_card is None
+                             else caps.extended_agent_card),
+    )
+    return dataclasses.replace(card, capabilities=caps)
+
+
 @dataclass(frozen=True)
 class RenderedCard:
     body: bytes

@@ -13,7 +13,7 @@ import binascii
 import dataclasses
 import enum
 import typing
-from typing import Any, Dict, List, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
 
 from .errors import FieldViolation, InvalidParamsError
 from .models import UNSET, Part
@@ -62,19 +62,11 @@ def field_specs(cls: type) -> Tuple[_FieldSpec, ...]:
 
 def encode(value: Any) -> Any:
     """A model (or list/dict of models) as JSON-ready Python values."""
-    if dataclasses.is_dataclass(value):
-        if type(value) is Part:
-            return _encode_part(value)
-        out: Dict[str, Any] = {}
-        for spec in field_specs(type(value)):
-            item = getattr(value, spec.attr)
-            if item is None:
-                continue
-            if not (spec.presence or spec.always) and (item == "" or item is False or item == 0
-                                                       or item == [] or item == {}):
-                continue
-            out[spec.wire] = encode(item)
-        return out
+    encoder = _ENCODERS.get(type(value))
+    if encoder is None and dataclasses.is_dataclass(value):
+        encoder = _encoder_for(type(value))
+    if encoder is not None:
+        return encoder(value)
     if isinstance(value, enum.Enum):
         return value.value
     if isinstance(value, list):
@@ -84,6 +76,54 @@ def encode(value: Any) -> Any:
     if isinstance(value, bytes):
         return base64.b64encode(value).decode("ascii")
     return value
+
+
+# Encoders are compiled once per model class from its type hints: the hot path
+# (every response and stream event) then runs no isinstance chains.
+Converter = Optional[Callable[[Any], Any]]
+_ENCODERS: Dict[type, Callable[[Any], Dict[str, Any]]] = {}
+
+
+def _converter(tp: Any) -> Converter:
+    """How to encode one member of type ``tp``; None means "as it is"."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        return _converter([a for a in typing.get_args(tp) if a is not type(None)][0])
+    if origin in (list, List):
+        item = _converter(typing.get_args(tp)[0])
+        return None if item is None else (lambda values: [item(v) for v in values])
+    if origin in (dict, Dict):
+        item = _converter(typing.get_args(tp)[1])
+        return None if item is None else (lambda values: {k: item(v) for k, v in values.items()})
+    if tp is Part:
+        return _encode_part
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return lambda value: _encoder_for(tp)(value)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return lambda member: member.value
+    if tp is bytes:
+        return lambda raw: base64.b64encode(raw).decode("ascii")
+    return None
+
+
+def _encoder_for(cls: type) -> Callable[[Any], Dict[str, Any]]:
+    encoder = _ENCODERS.get(cls)
+    if encoder is not None:
+        return encoder
+    plan = [(spec.attr, spec.wire, not (spec.presence or spec.always), _converter(spec.type))
+            for spec in field_specs(cls)]
+
+    def encode_model(value: Any) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for attr, wire, skip_default, convert in plan:
+            item = getattr(value, attr)
+            if item is None or (skip_default and not item and item is not UNSET):
+                continue  # unset, or a default value ("", 0, False, [], {})
+            out[wire] = item if convert is None else convert(item)
+        return out
+
+    _ENCODERS[cls] = encode_model
+    return encode_model
 
 
 def _encode_part(part: Part) -> Dict[str, Any]:
@@ -103,6 +143,9 @@ def _encode_part(part: Part) -> Dict[str, Any]:
     if part.metadata is not None:
         out["metadata"] = part.metadata
     return out
+
+
+_ENCODERS[Part] = _encode_part
 
 
 # ------------------------------------------------------------------ decode
@@ -148,7 +191,7 @@ def _decode(tp: Any, value: Any, path: str, errors: List[FieldViolation]) -> Any
         return {k: _decode(val_tp, v, _join(path, k), errors) for k, v in value.items()}
     if tp is Part:
         return _decode_part(value, path, errors)
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_dataclass(tp, value, path, errors)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _decode_enum(tp, value, path, errors)

@@ -151,7 +151,7 @@ class TaskContext:
         """
         if artifact_id is None:
             extends = append and self._last_artifact_id is not None
-            artifact_id = self._last_artifact_id if extends else new_id()
+            artifact_id = self._last_artifact_id if extends and self._last_artifact_id else new_id()
         else:
             extends = append
         chunk = Artifact(artifact_id=artifact_id, parts=to_parts(content), name=name,

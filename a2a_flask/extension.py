@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 from flask import Blueprint, Flask, Response, current_app, request
 
 from . import jsonrpc, rest
-from .card import CardRenderer, Endpoint, check_card
+from .card import CardRenderer, Endpoint, check_card, with_default_capabilities
 from .config import Settings
 from .executor import Executor, invoke
 from .models import AgentCard
@@ -86,7 +86,7 @@ class A2A:
                  url_prefix: Optional[str] = None, name: str = "a2a",
                  extended_card: Optional[ExtendedCard] = None, **settings: Any) -> None:
         check_card(card)
-        self.card = card
+        self.card = with_default_capabilities(card, extended_card is not None)
         self._executor = executor
         self._store = store
         self.name = name

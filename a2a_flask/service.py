@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .errors import (
     ContentTypeNotSupportedError,
@@ -64,7 +65,7 @@ class CallContext:
 
 def view(task: Task, history_length: Optional[int] = None, include_artifacts: bool = True) -> Task:
     """A task as a response shows it: history cut to the newest N, artifacts optional."""
-    changes = {}
+    changes: Dict[str, Any] = {}
     if history_length is not None and len(task.history) > history_length:
         changes["history"] = task.history[len(task.history) - history_length:]
     if not include_artifacts and task.artifacts:
@@ -157,12 +158,13 @@ class AgentService:
         """SendMessage: blocking unless ``returnImmediately``; a Task or a Message."""
         config = request.configuration
         history_length = config.history_length if config else None
+        deadline = time.monotonic() + self.blocking_timeout
         started = self._accept(request, ctx)
         if isinstance(started, Run):
             if config is not None and config.return_immediately:
                 return view(started.ensure_task().task, history_length)
             if not started.decided.wait(self.blocking_timeout):
-                started.ensure_task()
+                started.ensure_task()  # still thinking: answer with the task as it is
             if started.reply is not None:
                 return started.reply
             task_id = started.task_id
@@ -170,7 +172,7 @@ class AgentService:
             if config is not None and config.return_immediately:
                 return view(started.task, history_length)
             task_id = started.task.id
-        record = self.runtime.wait_settled(task_id, self.blocking_timeout)
+        record = self.runtime.wait_settled(task_id, max(deadline - time.monotonic(), 0.0))
         return view(record.task, history_length)
 
     def send_streaming_message(self, request: SendMessageRequest,

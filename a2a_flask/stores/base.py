@@ -134,7 +134,7 @@ class TaskStore(ABC):
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Remove a config; removing a missing one is not an error."""
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook, not abstract)
         """Release files and connections."""
 
 

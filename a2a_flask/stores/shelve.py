@@ -17,7 +17,7 @@ import fcntl
 import os
 import shelve as shelve_module
 import time
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from ..concurrency import Notifier
 from ..models import Task, TaskPushNotificationConfig
@@ -57,8 +57,8 @@ class ShelveStore(TaskStore):
         with open(self._lock_path, "a+b") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
             try:
-                db = dbm.dumb.open(self.path, "c" if write else "r")
-                shelf = shelve_module.Shelf(db, protocol=4)
+                db: Any = dbm.dumb.open(self.path, "c" if write else "r")
+                shelf: shelve_module.Shelf = shelve_module.Shelf(db, protocol=4)
                 try:
                     yield shelf
                 finally:
@@ -106,7 +106,8 @@ class ShelveStore(TaskStore):
             record = db.get("t:" + task_id)
             if record is None:
                 return []
-            return [LogEntry(s, db[f"e:{task_id}:{s}"]) for s in range(after_seq + 1, record.seq + 1)]
+            seqs = range(after_seq + 1, record.seq + 1)
+            return [LogEntry(s, db[f"e:{task_id}:{s}"]) for s in seqs]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
