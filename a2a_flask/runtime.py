@@ -377,6 +377,7 @@ class Runtime:
         Ends after an event that closes a stream, or when the task is terminal
         and fully read.
         """
+        idle_since = time.monotonic()
         while True:
             entries = self.store.read(task_id, after_seq)
             for entry in entries:
@@ -386,11 +387,16 @@ class Runtime:
                                  close_on_auth_required=self.close_on_auth_required):
                     return
             if entries:
+                idle_since = time.monotonic()
                 continue
             record = self.store.load(task_id)
             if record is None or (record.state.terminal and record.seq <= after_seq):
                 return
-            started = time.monotonic()
-            self.store.wait(task_id, after_seq, heartbeat)
-            if time.monotonic() - started >= heartbeat:
+            # Wake-ups can be spurious (other tasks' writes), so time the
+            # heartbeat from the last thing sent, not from the last wake-up.
+            remaining = heartbeat - (time.monotonic() - idle_since)
+            if remaining <= 0:
                 yield None
+                idle_since = time.monotonic()
+                continue
+            self.store.wait(task_id, after_seq, remaining)
