@@ -59,8 +59,9 @@ class Notifier:
     """Wake-ups keyed by task id, without a lost-wakeup window.
 
     A reader takes :meth:`ticket` *before* it looks at the store, then waits on
-    it; a writer calls :meth:`notify` after it wrote.  Each notify swaps in a
-    fresh event, so every ticket taken earlier fires exactly once.
+    it; a writer calls :meth:`notify` after it wrote.  Notify fires and forgets
+    the current event, so every ticket taken earlier fires exactly once and a
+    later reader gets a fresh one; with nobody waiting, notify costs a dict lookup.
     """
 
     def __init__(self) -> None:
@@ -74,11 +75,11 @@ class Notifier:
                 event = self._events.setdefault(key, threading.Event())
         return event
 
-    def notify(self, key: Hashable, *, last: bool = False) -> None:
-        """Wake everyone waiting on ``key``; ``last`` forgets the key afterwards."""
+    def notify(self, key: Hashable) -> None:
+        """Wake everyone waiting on ``key``."""
+        if key not in self._events:
+            return
         with self._lock:
             event = self._events.pop(key, None)
-            if not last:
-                self._events[key] = threading.Event()
         if event is not None:
             event.set()

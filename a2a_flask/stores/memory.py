@@ -57,7 +57,7 @@ class MemoryStore(TaskStore):
             self._records[task_id] = TaskRecord(
                 task, seq, record.tenant, record.owner, record.dialect, record.created_at
             )
-        self._notifier.notify(task_id, last=task.status.state.terminal)
+        self._notifier.notify(task_id)
         return seq
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
