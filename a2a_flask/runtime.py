@@ -73,16 +73,20 @@ def apply_event(task: Task, event: Event) -> Task:
     if isinstance(event, Task):
         return event
     if isinstance(event, Message):
-        return dataclasses.replace(task, history=task.history + [event])
+        # The agent's last word (say, its question) comes before the user's answer.
+        return dataclasses.replace(task, history=_with_status_message(task) + [event],
+                                   status=dataclasses.replace(task.status, message=None))
     if isinstance(event, TaskStatusUpdateEvent):
-        history = task.history
-        if task.status.message is not None:
-            # The previous status message becomes part of the conversation.
-            history = history + [task.status.message]
-        return dataclasses.replace(task, status=event.status, history=history)
+        # The previous status message becomes part of the conversation.
+        return dataclasses.replace(task, status=event.status, history=_with_status_message(task))
     if isinstance(event, TaskArtifactUpdateEvent):
         return dataclasses.replace(task, artifacts=_merge_artifact(task.artifacts, event))
     raise TypeError(f"not a task event: {event!r}")
+
+
+def _with_status_message(task: Task) -> List[Message]:
+    message = task.status.message
+    return task.history if message is None else task.history + [message]
 
 
 def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -> List[Artifact]:

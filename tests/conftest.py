@@ -28,12 +28,12 @@ def echo(ctx):
     return ctx.text
 
 
-@pytest.fixture(params=["memory", "shelve"])
+@pytest.fixture(params=["memory", "shelve", "sqlite"])
 def store_url(request, tmp_path) -> str:
     """Each test using it runs once per store backend."""
     if request.param == "memory":
         return "memory://"
-    return f"shelve://{tmp_path}/tasks"
+    return f"{request.param}://{tmp_path}/tasks"
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 from .base import LogEntry, SequenceConflict, StoreError, TaskQuery, TaskRecord, TaskStore
 from .memory import MemoryStore
 from .shelve import ShelveStore
+from .sqlite import SQLiteStore
 
 __all__ = [
     "open_store",
@@ -17,21 +18,24 @@ __all__ = [
     "StoreError",
     "MemoryStore",
     "ShelveStore",
+    "SQLiteStore",
 ]
 
 
 def open_store(url: str) -> TaskStore:
-    """Open the store a URL names: ``memory://`` or ``shelve:///path/to/file``.
+    """Open the store a URL names: ``memory://``, ``shelve:///path/to/file`` or
+    ``sqlite:///path/to/file.db``.
 
-    ``shelve://relative/file`` is taken relative to the working directory.
+    ``shelve://relative/file`` (and ``sqlite://relative.db``) are taken relative
+    to the working directory.
     Raises :class:`StoreError` for an unknown scheme or a path that cannot be used.
     """
     parts = urlsplit(url)
     if parts.scheme == "memory":
         return MemoryStore()
-    if parts.scheme == "shelve":
+    if parts.scheme in ("shelve", "sqlite"):
         path = parts.netloc + parts.path
         if not path:
-            raise StoreError(f"shelve store URL needs a path: {url!r}")
-        return ShelveStore(path)
-    raise StoreError(f"unknown store URL {url!r}; use memory:// or shelve:///path")
+            raise StoreError(f"{parts.scheme} store URL needs a path: {url!r}")
+        return ShelveStore(path) if parts.scheme == "shelve" else SQLiteStore(path)
+    raise StoreError(f"unknown store URL {url!r}; use memory://, shelve:///path or sqlite:///path")

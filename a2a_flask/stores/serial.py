@@ -1,0 +1,51 @@
+"""Stored form of tasks, events and push configs for stores outside the process.
+
+JSON in the 1.0 wire shape (an event is a StreamResponse object), so that a
+store file or a Redis database can be read by any version of this library,
+on any host, and by a human with ``sqlite3`` or ``redis-cli``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Type
+
+from ..codec import decode, encode
+from ..models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
+from .base import Event
+
+_KINDS: Dict[type, str] = {
+    Task: "task",
+    Message: "message",
+    TaskStatusUpdateEvent: "statusUpdate",
+    TaskArtifactUpdateEvent: "artifactUpdate",
+}
+_TYPES: Dict[str, Type[Any]] = {kind: cls for cls, kind in _KINDS.items()}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def dump_event(event: Event) -> str:
+    return dumps({_KINDS[type(event)]: encode(event)})
+
+
+def load_event(text: str) -> Event:
+    ((kind, body),) = json.loads(text).items()
+    return decode(_TYPES[kind], body)
+
+
+def dump_task(task: Task) -> str:
+    return dumps(encode(task))
+
+
+def load_task(text: str) -> Task:
+    return decode(Task, json.loads(text))
+
+
+def dump_config(config: TaskPushNotificationConfig) -> str:
+    return dumps(encode(config))
+
+
+def load_config(text: str) -> TaskPushNotificationConfig:
+    return decode(TaskPushNotificationConfig, json.loads(text))

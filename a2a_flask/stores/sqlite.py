@@ -1,0 +1,237 @@
+"""A store in an SQLite database (WAL mode): many workers of one host, no service needed.
+
+Each process keeps one connection, used under a lock: SQLite calls do not
+yield to gevent anyway, and one connection per greenlet would cost thousands
+of file handles.  Appends run in ``BEGIN IMMEDIATE`` transactions that check
+the expected sequence number, so writers in different processes never lose an
+update.  Waiters wake at once for writes made in this process and notice other
+processes' commits through ``PRAGMA data_version`` within the poll interval.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from typing import Any, List, Optional
+
+from ..concurrency import Notifier
+from ..models import TERMINAL_STATES, Task, TaskPushNotificationConfig
+from .base import (
+    Event,
+    LogEntry,
+    SequenceConflict,
+    StoreError,
+    TaskPage,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    decode_page_token,
+    encode_page_token,
+)
+from .serial import dump_config, dump_event, dump_task, load_config, load_event, load_task
+
+#: How often a waiter looks for commits made by other processes (seconds).
+POLL_INTERVAL = 0.02
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    dialect TEXT NOT NULL,
+    context_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    snapshot TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_by_update ON tasks (tenant, owner, updated_at DESC, id DESC);
+CREATE TABLE IF NOT EXISTS events (
+    task_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    event TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS push_configs (
+    task_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    PRIMARY KEY (task_id, id)
+) WITHOUT ROWID;
+"""
+
+
+class SQLiteStore(TaskStore):
+    """See the module docstring.  ``path`` is the database file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"cannot open sqlite store at {self.path}: {exc}") from exc
+        self._lock = threading.Lock()
+        self._notifier = Notifier()
+
+    # ------------------------------------------------------------ plumbing
+
+    def _query(self, sql: str, args: tuple = ()) -> List[Any]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def _transaction(self) -> "_Transaction":
+        return _Transaction(self)
+
+    def _data_version(self) -> int:
+        return self._query("PRAGMA data_version")[0][0]
+
+    @staticmethod
+    def _record(row: Any) -> TaskRecord:
+        tenant, owner, dialect, created_at, seq, snapshot = row
+        return TaskRecord(load_task(snapshot), seq, tenant, owner, dialect, created_at)
+
+    # ------------------------------------------------------------ contract
+
+    def create(self, record: TaskRecord, first_event: Event) -> None:
+        task = record.task
+        with self._transaction() as db:
+            try:
+                db.execute(
+                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    (task.id, record.tenant, record.owner, record.dialect, task.context_id,
+                     task.status.state.value, record.created_at, record.updated_at, record.seq,
+                     dump_task(task)),
+                )
+            except sqlite3.IntegrityError:
+                raise SequenceConflict(task.id) from None
+            db.execute("INSERT INTO events VALUES (?,?,?)",
+                       (task.id, record.seq, dump_event(first_event)))
+        self._notifier.notify(task.id)
+
+    def load(self, task_id: str) -> Optional[TaskRecord]:
+        rows = self._query("SELECT tenant, owner, dialect, created_at, seq, snapshot "
+                           "FROM tasks WHERE id=?", (task_id,))
+        return self._record(rows[0]) if rows else None
+
+    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+        with self._transaction() as db:
+            row = db.execute("SELECT seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+            if row is None or row[0] != expected_seq:
+                raise SequenceConflict(task_id)
+            seq = expected_seq
+            for event in events:
+                seq += 1
+                db.execute("INSERT INTO events VALUES (?,?,?)", (task_id, seq, dump_event(event)))
+            db.execute(
+                "UPDATE tasks SET state=?, updated_at=?, seq=?, snapshot=? WHERE id=?",
+                (task.status.state.value, task.status.timestamp or "", seq, dump_task(task),
+                 task_id),
+            )
+        self._notifier.notify(task_id)
+        return seq
+
+    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+        rows = self._query("SELECT seq, event FROM events WHERE task_id=? AND seq>? ORDER BY seq",
+                           (task_id, after_seq))
+        return [LogEntry(seq, load_event(text)) for seq, text in rows]
+
+    def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            ticket = self._notifier.ticket(task_id)
+            version = self._data_version()
+            rows = self._query("SELECT seq, state FROM tasks WHERE id=?", (task_id,))
+            if not rows or rows[0][0] > after_seq or rows[0][1] in _TERMINAL:
+                return
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                if ticket.wait(min(POLL_INTERVAL, remaining)):
+                    break
+                if self._data_version() != version:
+                    break
+
+    def list_tasks(self, query: TaskQuery) -> TaskPage:
+        where = ["tenant=?", "owner=?"]
+        args: List[Any] = [query.tenant, query.owner]
+        if query.context_id:
+            where.append("context_id=?")
+            args.append(query.context_id)
+        if query.state is not None:
+            where.append("state=?")
+            args.append(query.state.value)
+        if query.updated_after:
+            where.append("updated_at>=?")
+            args.append(query.updated_after)
+        condition = " AND ".join(where)
+        total = self._query(f"SELECT COUNT(*) FROM tasks WHERE {condition}", tuple(args))[0][0]
+        page_args = list(args)
+        if query.page_token:
+            stamp, task_id = decode_page_token(query.page_token)
+            condition += " AND (updated_at<? OR (updated_at=? AND id<?))"
+            page_args += [stamp, stamp, task_id]
+        rows = self._query(
+            "SELECT tenant, owner, dialect, created_at, seq, snapshot FROM tasks "
+            f"WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            tuple(page_args) + (query.page_size + 1,),
+        )
+        records = [self._record(row) for row in rows[:query.page_size]]
+        more = len(rows) > query.page_size
+        return TaskPage(records, total, encode_page_token(records[-1]) if more else "")
+
+    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO push_configs VALUES (?,?,(SELECT COALESCE(MAX(position),0)+1 "
+                "FROM push_configs WHERE task_id=?),?) ON CONFLICT(task_id, id) "
+                "DO UPDATE SET config=excluded.config",
+                (task_id, config.id, task_id, dump_config(config)),
+            )
+
+    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+        rows = self._query("SELECT config FROM push_configs WHERE task_id=? ORDER BY position",
+                           (task_id,))
+        return [load_config(text) for (text,) in rows]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM push_configs WHERE task_id=? AND id=?", (task_id, config_id))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+_TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
+
+
+class _Transaction:
+    """``with store._transaction() as db:`` an IMMEDIATE transaction under the lock."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._store._lock.acquire()
+        try:
+            self._store._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._store._lock.release()
+            raise
+        return self._store._db
+
+    def __exit__(self, exc_type: Any, *_: Any) -> None:
+        try:
+            self._store._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            self._store._lock.release()
+
