@@ -90,11 +90,15 @@ def _converter(tp: Any) -> Converter:
     if origin is typing.Union:
         return _converter([a for a in typing.get_args(tp) if a is not type(None)][0])
     if origin in (list, List):
-        item = _converter(typing.get_args(tp)[0])
-        return None if item is None else (lambda values: [item(v) for v in values])
+        each = _converter(typing.get_args(tp)[0])
+        if each is None:
+            return None
+        return lambda values: [each(v) for v in values]  # type: ignore[misc]
     if origin in (dict, Dict):
-        item = _converter(typing.get_args(tp)[1])
-        return None if item is None else (lambda values: {k: item(v) for k, v in values.items()})
+        each = _converter(typing.get_args(tp)[1])
+        if each is None:
+            return None
+        return lambda values: {k: each(v) for k, v in values.items()}  # type: ignore[misc]
     if tp is Part:
         return _encode_part
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):

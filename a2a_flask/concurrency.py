@@ -9,6 +9,7 @@ thread.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Dict, Hashable, Optional
 
 
@@ -74,6 +75,27 @@ class Notifier:
             with self._lock:
                 event = self._events.setdefault(key, threading.Event())
         return event
+
+    def wait_polling(self, key: Hashable, passed: Callable[[], bool], version: Callable[[], Any],
+                     timeout: float, interval: float) -> None:
+        """Wait until ``passed()`` or ``timeout``, for stores shared between processes.
+
+        Writes in this process wake the waiter at once; writes by other
+        processes are noticed when ``version()`` (a cheap change counter of
+        the store) moves, checked every ``interval`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            ticket = self.ticket(key)
+            seen = version()
+            if passed():
+                return
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                if ticket.wait(min(interval, remaining)) or version() != seen:
+                    break
 
     def notify(self, key: Hashable) -> None:
         """Wake everyone waiting on ``key``."""

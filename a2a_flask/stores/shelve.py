@@ -16,7 +16,6 @@ import dbm.dumb
 import fcntl
 import os
 import shelve as shelve_module
-import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..concurrency import Notifier
@@ -110,22 +109,11 @@ class ShelveStore(TaskStore):
             return [LogEntry(s, db[f"e:{task_id}:{s}"]) for s in seqs]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            ticket = self._notifier.ticket(task_id)
-            version = self._version()
+        def passed() -> bool:
             record = self.load(task_id)
-            if record is None or record.seq > after_seq or record.state.terminal:
-                return
-            # Sleep until a local write wakes us, or poll for another process's.
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                if ticket.wait(min(POLL_INTERVAL, remaining)):
-                    break
-                if self._version() != version:
-                    break
+            return record is None or record.seq > after_seq or record.state.terminal
+
+        self._notifier.wait_polling(task_id, passed, self._version, timeout, POLL_INTERVAL)
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         with self._shelf() as db:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 from typing import Any, List, Optional
 
 from ..concurrency import Notifier
@@ -144,21 +143,11 @@ class SQLiteStore(TaskStore):
         return [LogEntry(seq, load_event(text)) for seq, text in rows]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
-            ticket = self._notifier.ticket(task_id)
-            version = self._data_version()
+        def passed() -> bool:
             rows = self._query("SELECT seq, state FROM tasks WHERE id=?", (task_id,))
-            if not rows or rows[0][0] > after_seq or rows[0][1] in _TERMINAL:
-                return
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return
-                if ticket.wait(min(POLL_INTERVAL, remaining)):
-                    break
-                if self._data_version() != version:
-                    break
+            return not rows or rows[0][0] > after_seq or rows[0][1] in _TERMINAL
+
+        self._notifier.wait_polling(task_id, passed, self._data_version, timeout, POLL_INTERVAL)
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         where = ["tenant=?", "owner=?"]
