@@ -110,19 +110,27 @@ def _converter(tp: Any) -> Converter:
     return None
 
 
+def _enum_default(tp: Any) -> Any:
+    """The ``*_UNSPECIFIED`` member (enum value 0) of an enum type, which ProtoJSON omits."""
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return next((m for m in tp if _is_unspecified(m)), None)
+    return None
+
+
 def _encoder_for(cls: type) -> Callable[[Any], Dict[str, Any]]:
     encoder = _ENCODERS.get(cls)
     if encoder is not None:
         return encoder
-    plan = [(spec.attr, spec.wire, not (spec.presence or spec.always), _converter(spec.type))
+    plan = [(spec.attr, spec.wire, not (spec.presence or spec.always), _converter(spec.type),
+             _enum_default(spec.type))
             for spec in field_specs(cls)]
 
     def encode_model(value: Any) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
-        for attr, wire, skip_default, convert in plan:
+        for attr, wire, skip_default, convert, enum_default in plan:
             item = getattr(value, attr)
-            if item is None or (skip_default and not item and item is not UNSET):
-                continue  # unset, or a default value ("", 0, False, [], {})
+            if item is None or (skip_default and (not item or item is enum_default)):
+                continue  # unset, or a default value ("", 0, False, [], {}, *_UNSPECIFIED)
             out[wire] = item if convert is None else convert(item)
         return out
 
@@ -207,7 +215,7 @@ def _decode(tp: Any, value: Any, path: str, errors: List[FieldViolation]) -> Any
             return 0
         try:
             number = int(value)
-        except ValueError:
+        except (ValueError, OverflowError):
             errors.append((path, "must be an integer"))
             return 0
         if number != value and not isinstance(value, str):
@@ -242,8 +250,10 @@ def _decode_dataclass(cls: type, value: Any, path: str, errors: List[FieldViolat
             if spec.required:
                 errors.append((where, "is required"))
             continue
+        known = len(errors)
         decoded = _decode(spec.type, raw, where, errors)
-        if spec.required and (decoded == "" or decoded == [] or _is_unspecified(decoded)):
+        if spec.required and len(errors) == known and (
+                decoded == "" or decoded == [] or _is_unspecified(decoded)):
             errors.append((where, "must not be empty or unspecified"))
         kwargs[spec.attr] = decoded
     return cls(**kwargs)
@@ -271,9 +281,8 @@ def _decode_bytes(value: Any, path: str, errors: List[FieldViolation]) -> bytes:
         return b""
     try:
         padded = value + "=" * (-len(value) % 4)
-        if "-" in value or "_" in value:
-            return base64.urlsafe_b64decode(padded)
-        return base64.b64decode(padded, validate=True)
+        alphabet = b"-_" if "-" in value or "_" in value else None  # URL-safe form
+        return base64.b64decode(padded, altchars=alphabet, validate=True)
     except (binascii.Error, ValueError):
         errors.append((path, "must be valid base64"))
         return b""

@@ -63,7 +63,7 @@ class AgentState:
             "Last-Modified": self.card_modified,
             "Access-Control-Allow-Origin": "*",
         }
-        if rendered.etag in request.if_none_match or "*" in request.if_none_match:
+        if request.if_none_match.contains_weak(rendered.etag.strip('"')):
             return Response(status=304, headers=headers)
         return Response(rendered.body, mimetype="application/json", headers=headers)
 
@@ -86,6 +86,8 @@ class A2A:
                  url_prefix: Optional[str] = None, name: str = "a2a",
                  extended_card: Optional[ExtendedCard] = None, **settings: Any) -> None:
         check_card(card)
+        if isinstance(extended_card, AgentCard):
+            check_card(extended_card)
         self.card = with_default_capabilities(card, extended_card is not None)
         self._executor = executor
         self._store = store
@@ -125,6 +127,7 @@ class A2A:
         service = AgentService(self.card, runtime, blocking_timeout=settings.blocking_timeout,
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
         state = AgentState(self.name, settings, service, CardRenderer(self.card, self.endpoints()))
+        service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         registry[self.name] = state
         app.url_map.converters.setdefault("a2aid", rest.IdConverter)
         app.register_blueprint(self._blueprint(state))

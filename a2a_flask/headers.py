@@ -1,11 +1,12 @@
 """HTTP-level request facts shared by both bindings: content type, version, extensions."""
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+import json
+from typing import Any, List, Optional, Tuple
 
 from flask import request
 
-from .errors import ExtensionSupportRequiredError
+from .errors import ExtensionSupportRequiredError, JSONParseError
 from .models import AgentCard
 
 JSON_TYPES = ("application/json", "application/a2a+json")
@@ -14,6 +15,18 @@ EXTENSIONS_HEADERS = ("A2A-Extensions", "X-A2A-Extensions")
 
 def is_json_mimetype(mimetype: str) -> bool:
     return mimetype in JSON_TYPES or mimetype.endswith("+json")
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json(raw: bytes) -> Any:
+    """Strict JSON (no NaN or Infinity) or JSONParseError (-32700)."""
+    try:
+        return json.loads(raw, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise JSONParseError(f"Invalid JSON payload: {exc}") from None
 
 
 def requested_version() -> Optional[str]:

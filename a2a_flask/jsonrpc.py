@@ -19,7 +19,6 @@ failures (401/403) belong to the HTTP layer, not here.
 """
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any, Dict, Optional
 
@@ -32,10 +31,9 @@ from .errors import (
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
-    JSONParseError,
     MethodNotFoundError,
 )
-from .headers import is_json_mimetype, negotiate_extensions, requested_version
+from .headers import is_json_mimetype, negotiate_extensions, parse_json, requested_version
 from .service import AgentService, CallContext
 from .sse import dumps, event_stream, parse_last_event_id
 
@@ -64,10 +62,7 @@ def _read_call() -> _Call:
             f"Content-Type must be application/json, not {request.mimetype or 'missing'}",
             metadata={"contentType": request.mimetype},
         )
-    try:
-        body = json.loads(request.get_data(cache=False))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise JSONParseError(f"Invalid JSON payload: {exc}") from None
+    body = parse_json(request.get_data(cache=False))
     if isinstance(body, list):
         raise InvalidRequestError("Batch requests are not supported; send one request object")
     if not isinstance(body, dict):

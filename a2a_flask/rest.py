@@ -13,7 +13,6 @@ The path already names the protocol (1.0), so a request without
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import typing
 from typing import Any, Callable, Dict, Optional
@@ -31,11 +30,10 @@ from .errors import (
     ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
-    JSONParseError,
     MethodNotFoundError,
     VersionNotSupportedError,
 )
-from .headers import is_json_mimetype, negotiate_extensions, requested_version
+from .headers import is_json_mimetype, negotiate_extensions, parse_json, requested_version
 from .service import AgentService, CallContext
 from .sse import dumps, event_stream, parse_last_event_id
 
@@ -70,10 +68,7 @@ def _body() -> Dict[str, Any]:
     if not is_json_mimetype(request.mimetype):
         raise ContentTypeNotSupportedError(
             f"Content-Type must be application/json, not {request.mimetype or 'missing'}")
-    try:
-        body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise JSONParseError(f"Invalid JSON payload: {exc}") from None
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise InvalidParamsError("The body must be a JSON object",
                                  violations=[("body", "must be an object")])

@@ -23,6 +23,7 @@ from .errors import (
 )
 from .models import (
     AgentCard,
+    AgentInterface,
     CancelTaskRequest,
     Empty,
     GetTaskRequest,
@@ -82,13 +83,16 @@ class AgentService:
     """The eleven 1.0 operations for one agent."""
 
     def __init__(self, card: AgentCard, runtime: Runtime, *, blocking_timeout: float,
-                 keepalive: float, extended_card: Optional[ExtendedCard] = None) -> None:
+                 keepalive: float, extended_card: Optional[ExtendedCard] = None,
+                 interfaces: Optional[Callable[[], List[AgentInterface]]] = None) -> None:
         self.card = card
         self.runtime = runtime
         self.store = runtime.store
         self.blocking_timeout = blocking_timeout
         self.keepalive = keepalive
         self.extended_card = extended_card
+        #: The interfaces of the public card as the current request sees them.
+        self.interfaces = interfaces
 
     # ----------------------------------------------------------- helpers
 
@@ -319,6 +323,8 @@ class AgentService:
             raise UnsupportedOperationError("This agent declares no extended agent card")
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError()
-        if callable(self.extended_card):
-            return self.extended_card(ctx)
-        return self.extended_card
+        card = self.extended_card(ctx) if callable(self.extended_card) else self.extended_card
+        if not card.supported_interfaces and self.interfaces is not None:
+            # Clients replace the public card with this one: it must say where to call.
+            card = dataclasses.replace(card, supported_interfaces=self.interfaces())
+        return card
