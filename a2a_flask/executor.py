@@ -230,18 +230,15 @@ def _emit_result(ctx: TaskContext, run: Run, result: Any) -> None:
 
 
 def _finish(run: Run) -> None:
-    if run.reply is not None:
-        return
-    state = run.ensure_task().state
-    if not (state.terminal or state.interrupted):
+    record = run.ensure_task()
+    if record is not None and not (record.state.terminal or record.state.interrupted):
         run.set_status(TaskState.COMPLETED)
 
 
 def _fail_after_error(run: Run, exc: Exception) -> None:
-    if run.reply is not None:
-        return
     try:
-        if not run.ensure_task().state.terminal:
+        record = run.ensure_task()
+        if record is not None and not record.state.terminal:
             text = f"The agent failed: {type(exc).__name__}"
             run.set_status(TaskState.FAILED, agent_message(text))
     except (TaskCancelled, TaskClosedError):

@@ -185,9 +185,15 @@ class Run:
                 self.cancel_requested = True
         return self.cancel_requested
 
-    def ensure_task(self) -> TaskRecord:
-        """Create the task (SUBMITTED, holding the user's message) if it does not exist."""
+    def ensure_task(self) -> Optional[TaskRecord]:
+        """Create the task (SUBMITTED, holding the user's message) if it does not exist.
+
+        Returns None when the agent already answered with a Message: then no
+        task exists, and none ever will for this run.
+        """
         with self._lock:
+            if self.reply is not None:
+                return None
             if self.record is None:
                 task = Task(
                     id=self.task_id,
@@ -229,9 +235,8 @@ class Run:
     def _emit(self, event: Event, state: Optional[TaskState]) -> Task:
         if self.cancel_requested:
             raise TaskCancelled()
-        if self.reply is not None:
+        if self.ensure_task() is None:
             raise TaskClosedError("the agent already answered with a message")
-        self.ensure_task()
 
         def build(record: TaskRecord) -> List[Event]:
             if record.state is TaskState.CANCELED:

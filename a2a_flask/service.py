@@ -154,8 +154,10 @@ class AgentService:
                                      tenant=ctx.tenant, owner=ctx.owner, dialect=ctx.dialect)
         if config is not None and (config.return_immediately
                                    or config.task_push_notification_config is not None):
-            run.ensure_task()  # the task must exist before we answer or register a webhook
-            self._register_push(config, task_id, ctx)
+            # The task must exist before we answer or register a webhook (unless
+            # the agent was quicker and answered with a Message: then there is none).
+            if run.ensure_task() is not None:
+                self._register_push(config, task_id, ctx)
         return run
 
     def send_message(self, request: SendMessageRequest, ctx: CallContext) -> Union[Task, Message]:
@@ -166,7 +168,11 @@ class AgentService:
         started = self._accept(request, ctx)
         if isinstance(started, Run):
             if config is not None and config.return_immediately:
-                return view(started.ensure_task().task, history_length)
+                created = started.ensure_task()
+                if created is None and started.reply is not None:
+                    return started.reply
+                assert created is not None  # ensure_task returns None only after a reply
+                return view(created.task, history_length)
             if not started.decided.wait(self.blocking_timeout):
                 started.ensure_task()  # still thinking: answer with the task as it is
             if started.reply is not None:

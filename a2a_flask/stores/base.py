@@ -154,9 +154,11 @@ def decode_page_token(token: str) -> Tuple[str, str]:
     """The (timestamp, id) cursor inside a page token; InvalidParams if it is not ours."""
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        stamp, task_id = json.loads(raw)
-        if not isinstance(stamp, str) or not isinstance(task_id, str):
+        cursor = json.loads(raw)
+        if not (isinstance(cursor, list) and len(cursor) == 2
+                and all(isinstance(part, str) for part in cursor)):
             raise ValueError
+        stamp, task_id = cursor
         return stamp, task_id
     except (ValueError, TypeError, binascii.Error):
         raise InvalidParamsError(

@@ -1,0 +1,459 @@
+"""The TaskStore contract on MemoryStore and ShelveStore, shelve persistence, and shelve across processes."""
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import threading
+import time
+from typing import List
+
+import pytest
+
+from a2a_flask.errors import InvalidParamsError
+from a2a_flask.models import (
+    AuthenticationInfo,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a_flask.runtime import apply_event
+from a2a_flask.stores import MemoryStore, ShelveStore
+from a2a_flask.stores.base import SequenceConflict, TaskQuery, TaskRecord
+
+S = TaskState
+
+
+# ----------------------------------------------------------------- helpers
+
+
+def stamp(second: int) -> str:
+    return f"2025-01-01T00:00:{second:02d}.000Z"
+
+
+def make_task(task_id: str, state: TaskState = S.SUBMITTED, *, context_id: str = "ctx",
+              second: int = 0) -> Task:
+    first = Message(message_id=f"{task_id}-m0", role=Role.USER, parts=[Part(text="hi")],
+                    task_id=task_id, context_id=context_id)
+    return Task(id=task_id, context_id=context_id,
+                status=TaskStatus(state=state, timestamp=stamp(second)), history=[first])
+
+
+def create(store, task_id: str, state: TaskState = S.SUBMITTED, *, context_id: str = "ctx",
+           second: int = 0, tenant: str = "", owner: str = "") -> TaskRecord:
+    task = make_task(task_id, state, context_id=context_id, second=second)
+    record = TaskRecord(task, 1, tenant, owner, "1.0", stamp(second))
+    store.create(record, task)
+    return record
+
+
+def user_turn(task_id: str, text: str) -> Message:
+    return Message(message_id=f"msg-{text}", role=Role.USER, parts=[Part(text=text)],
+                   task_id=task_id, context_id="ctx")
+
+
+def status_event(task_id: str, state: TaskState, second: int = 1) -> TaskStatusUpdateEvent:
+    return TaskStatusUpdateEvent(task_id, "ctx", TaskStatus(state=state, timestamp=stamp(second)))
+
+
+def append(store, task_id: str, events: list) -> int:
+    """Append after the current sequence number, with the snapshot the events produce."""
+    record = store.load(task_id)
+    task = record.task
+    for event in events:
+        task = apply_event(task, event)
+    return store.append(task_id, record.seq, events, task)
+
+
+def ids(page) -> List[str]:
+    return [r.task.id for r in page.records]
+
+
+def open_store(kind: str, path: str):
+    return MemoryStore() if kind == "memory" else ShelveStore(path)
+
+
+@pytest.fixture(params=["memory", "shelve"])
+def store(request, tmp_path):
+    made = open_store(request.param, str(tmp_path / "tasks"))
+    yield made
+    made.close()
+
+
+# ================================================================ tasks and logs
+
+
+def test_create_then_load_returns_the_record(store):
+    record = create(store, "t1", tenant="acme", owner="alice")
+    loaded = store.load("t1")
+    assert loaded.task == record.task
+    assert (loaded.seq, loaded.tenant, loaded.owner, loaded.dialect) == (1, "acme", "alice", "1.0")
+    assert loaded.created_at == stamp(0)
+    assert loaded.state is S.SUBMITTED
+    assert store.load("missing") is None
+
+
+def test_create_refuses_an_existing_task(store):
+    create(store, "t1")
+    with pytest.raises(SequenceConflict):
+        store.create(TaskRecord(make_task("t1", S.WORKING), 1), make_task("t1", S.WORKING))
+    assert store.load("t1").state is S.SUBMITTED
+    assert len(store.read("t1", 0)) == 1
+
+
+def test_append_stores_events_and_snapshot_together(store):
+    create(store, "t1")
+    seq = append(store, "t1", [user_turn("t1", "a"), status_event("t1", S.WORKING)])
+    assert seq == 3
+    record = store.load("t1")
+    assert record.seq == 3 and record.state is S.WORKING
+    assert [m.message_id for m in record.task.history] == ["t1-m0", "msg-a"]
+    assert append(store, "t1", [status_event("t1", S.COMPLETED, 2)]) == 4
+    assert store.load("t1").state is S.COMPLETED
+
+
+def test_append_keeps_what_the_record_knows_about_the_task(store):
+    create(store, "t1", tenant="acme", owner="alice")
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    record = store.load("t1")
+    assert (record.tenant, record.owner, record.dialect, record.created_at) == (
+        "acme", "alice", "1.0", stamp(0))
+
+
+def test_append_with_a_stale_sequence_number_is_a_conflict(store):
+    create(store, "t1")
+    stale = store.load("t1")
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    with pytest.raises(SequenceConflict):
+        store.append("t1", stale.seq, [status_event("t1", S.FAILED)],
+                     apply_event(stale.task, status_event("t1", S.FAILED)))
+    with pytest.raises(SequenceConflict):  # ahead of the log is no better
+        store.append("t1", 7, [status_event("t1", S.FAILED)], stale.task)
+    record = store.load("t1")
+    assert record.seq == 2 and record.state is S.WORKING
+    assert [e.seq for e in store.read("t1", 0)] == [1, 2]
+
+
+def test_read_returns_entries_after_a_sequence_number(store):
+    first = create(store, "t1")
+    append(store, "t1", [user_turn("t1", "a")])
+    append(store, "t1", [status_event("t1", S.WORKING), status_event("t1", S.COMPLETED, 2)])
+    entries = store.read("t1", 0)
+    assert [e.seq for e in entries] == [1, 2, 3, 4]
+    assert entries[0].event == first.task
+    assert isinstance(entries[1].event, Message) and entries[1].event.message_id == "msg-a"
+    assert [e.event.status.state for e in entries[2:]] == [S.WORKING, S.COMPLETED]
+    assert [e.seq for e in store.read("t1", 2)] == [3, 4]
+    assert store.read("t1", 4) == []
+    assert store.read("missing", 0) == []
+
+
+def test_tasks_have_separate_logs(store):
+    create(store, "t1")
+    create(store, "t2")
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    assert [e.seq for e in store.read("t1", 0)] == [1, 2]
+    assert [e.seq for e in store.read("t2", 0)] == [1]
+    assert store.load("t2").state is S.SUBMITTED
+
+
+# ================================================================ wait
+
+
+def test_wait_returns_when_another_thread_appends(store):
+    create(store, "t1")
+    timer = threading.Timer(0.1, lambda: append(store, "t1", [status_event("t1", S.WORKING)]))
+    timer.start()
+    started = time.monotonic()
+    store.wait("t1", 1, 5.0)
+    elapsed = time.monotonic() - started
+    timer.join()
+    assert elapsed < 2.0
+    assert store.load("t1").seq == 2
+
+
+def test_wait_times_out_when_nothing_is_appended(store):
+    create(store, "t1")
+    started = time.monotonic()
+    store.wait("t1", 1, 0.2)
+    assert 0.15 <= time.monotonic() - started < 2.0
+
+
+def test_wait_returns_at_once_when_the_log_is_already_further(store):
+    create(store, "t1")
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    started = time.monotonic()
+    store.wait("t1", 1, 5.0)
+    store.wait("missing", 0, 5.0)
+    assert time.monotonic() - started < 1.0
+
+
+def test_wait_does_not_block_on_a_terminal_task(store):
+    create(store, "t1")
+    append(store, "t1", [status_event("t1", S.COMPLETED)])
+    started = time.monotonic()
+    store.wait("t1", 2, 5.0)
+    assert time.monotonic() - started < 1.0
+
+
+def test_every_waiter_wakes_for_one_append(store):
+    create(store, "t1")
+    woke: List[float] = []
+
+    def waiter():
+        store.wait("t1", 1, 5.0)
+        woke.append(time.monotonic())
+
+    threads = [threading.Thread(target=waiter) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.1)
+    appended = time.monotonic()
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    for thread in threads:
+        thread.join(5)
+    assert len(woke) == 3
+    assert all(t - appended < 2.0 for t in woke)
+
+
+# ================================================================ list_tasks
+
+
+def fill(store) -> None:
+    """Five tasks, t0 oldest ... t4 newest, over two contexts and states."""
+    for i in range(5):
+        create(store, f"t{i}", S.COMPLETED if i % 2 else S.WORKING,
+               context_id="even" if i % 2 == 0 else "odd", second=i * 10)
+
+
+def test_list_tasks_orders_by_status_timestamp_descending(store):
+    fill(store)
+    page = store.list_tasks(TaskQuery())
+    assert ids(page) == ["t4", "t3", "t2", "t1", "t0"]
+    assert page.total_size == 5 and page.next_page_token == ""
+    # An update moves a task to the front.
+    append(store, "t0", [status_event("t0", S.COMPLETED, second=59)])
+    assert ids(store.list_tasks(TaskQuery()))[0] == "t0"
+
+
+def test_list_tasks_pages_are_disjoint_and_cover_everything(store):
+    fill(store)
+    seen: List[str] = []
+    token = ""
+    sizes = []
+    for _ in range(10):
+        page = store.list_tasks(TaskQuery(page_size=2, page_token=token))
+        assert page.total_size == 5
+        sizes.append(len(page.records))
+        seen.extend(ids(page))
+        token = page.next_page_token
+        if not token:
+            break
+    assert sizes == [2, 2, 1]
+    assert seen == ["t4", "t3", "t2", "t1", "t0"]
+
+
+def test_list_tasks_paging_breaks_timestamp_ties_by_id(store):
+    for name in ("a", "b", "c", "d"):
+        create(store, name, second=5)
+    first = store.list_tasks(TaskQuery(page_size=3))
+    rest = store.list_tasks(TaskQuery(page_size=3, page_token=first.next_page_token))
+    assert ids(first) + ids(rest) == ["d", "c", "b", "a"]
+    assert rest.next_page_token == ""
+
+
+def test_list_tasks_filters(store):
+    fill(store)
+    assert ids(store.list_tasks(TaskQuery(context_id="odd"))) == ["t3", "t1"]
+    assert ids(store.list_tasks(TaskQuery(state=S.WORKING))) == ["t4", "t2", "t0"]
+    assert ids(store.list_tasks(TaskQuery(context_id="even", state=S.WORKING, page_size=2))) == [
+        "t4", "t2"]
+    after = store.list_tasks(TaskQuery(updated_after=stamp(20)))  # at or after
+    assert ids(after) == ["t4", "t3", "t2"] and after.total_size == 3
+    assert store.list_tasks(TaskQuery(context_id="none")).total_size == 0
+
+
+def test_list_tasks_only_shows_the_callers_tenant_and_owner(store):
+    create(store, "mine", tenant="acme", owner="alice", second=1)
+    create(store, "theirs", tenant="acme", owner="bob", second=2)
+    create(store, "other", tenant="globex", owner="alice", second=3)
+    create(store, "default", second=4)
+    assert ids(store.list_tasks(TaskQuery(tenant="acme", owner="alice"))) == ["mine"]
+    assert ids(store.list_tasks(TaskQuery(tenant="acme", owner="bob"))) == ["theirs"]
+    assert ids(store.list_tasks(TaskQuery())) == ["default"]
+
+
+def test_list_tasks_rejects_a_token_it_did_not_issue(store):
+    fill(store)
+    for token in ("garbage!", "bm90IGpzb24", "WzFd"):  # not base64, "not json", "[1]"
+        with pytest.raises(InvalidParamsError):
+            store.list_tasks(TaskQuery(page_token=token))
+
+
+def test_list_tasks_rejects_a_json_object_token(store):
+    fill(store)
+    token = base64.urlsafe_b64encode(json.dumps({"t4": "x", "t3": "y"}).encode()).decode()
+    with pytest.raises(InvalidParamsError):
+        store.list_tasks(TaskQuery(page_token=token.rstrip("=")))
+
+
+# ================================================================ push configs
+
+
+def config(config_id: str, url: str = "https://example.com/hook", **extra) -> TaskPushNotificationConfig:
+    return TaskPushNotificationConfig(url=url, id=config_id, task_id="t1", **extra)
+
+
+def test_push_config_crud(store):
+    create(store, "t1")
+    create(store, "t2")
+    assert store.push_configs("t1") == []
+    secret = config("a", token="tok", authentication=AuthenticationInfo("Bearer", "cred"))
+    store.put_push_config("t1", secret)
+    store.put_push_config("t1", config("b"))
+    store.put_push_config("t2", config("c"))
+    assert [c.id for c in store.push_configs("t1")] == ["a", "b"]
+    assert store.push_configs("t1")[0] == secret  # stored as given, secrets included
+    store.put_push_config("t1", config("a", url="https://example.com/new"))
+    assert [(c.id, c.url) for c in store.push_configs("t1")] == [
+        ("a", "https://example.com/new"), ("b", "https://example.com/hook")]
+    store.delete_push_config("t1", "a")
+    store.delete_push_config("t1", "a")  # deleting twice is fine
+    store.delete_push_config("t1", "never-there")
+    store.delete_push_config("missing-task", "x")
+    assert [c.id for c in store.push_configs("t1")] == ["b"]
+    assert [c.id for c in store.push_configs("t2")] == ["c"]
+
+
+# ================================================================ shelve: persistence
+
+
+def test_shelve_store_persists_across_reopening(tmp_path):
+    path = str(tmp_path / "persist" / "tasks")
+    first = ShelveStore(path)
+    create(first, "t1", tenant="acme", owner="alice")
+    append(first, "t1", [user_turn("t1", "a"), status_event("t1", S.COMPLETED)])
+    first.put_push_config("t1", config("cfg", token="tok"))
+    first.close()
+
+    second = ShelveStore(path)
+    try:
+        record = second.load("t1")
+        assert record.seq == 3 and record.state is S.COMPLETED
+        assert (record.tenant, record.owner) == ("acme", "alice")
+        assert [e.seq for e in second.read("t1", 0)] == [1, 2, 3]
+        assert second.read("t1", 1)[0].event.message_id == "msg-a"
+        assert ids(second.list_tasks(TaskQuery(tenant="acme", owner="alice"))) == ["t1"]
+        assert [(c.id, c.token) for c in second.push_configs("t1")] == [("cfg", "tok")]
+        # And it keeps working: the reopened store appends after the persisted log.
+        with pytest.raises(SequenceConflict):
+            second.append("t1", 2, [status_event("t1", S.FAILED)], record.task)
+    finally:
+        second.close()
+
+
+def test_two_shelve_instances_on_one_path_see_each_other(tmp_path):
+    path = str(tmp_path / "shared")
+    left, right = ShelveStore(path), ShelveStore(path)
+    try:
+        create(left, "t1")
+        assert right.load("t1") is not None
+        timer = threading.Timer(0.1, lambda: append(right, "t1", [status_event("t1", S.WORKING)]))
+        timer.start()
+        started = time.monotonic()
+        left.wait("t1", 1, 5.0)  # woken by polling, not by its own notifier
+        timer.join()
+        assert time.monotonic() - started < 2.0
+        assert left.load("t1").seq == 2
+    finally:
+        left.close()
+        right.close()
+
+
+# ================================================================ shelve: several processes
+
+
+def _append_many(path: str, task_id: str, worker: str, count: int, start, conflicts) -> None:
+    """Child process: append ``count`` user turns with compare-and-set, retrying on conflicts."""
+    store = ShelveStore(path)
+    start.wait(10)
+    done = 0
+    while done < count:
+        record = store.load(task_id)
+        event = Message(message_id=f"{worker}-{done}", role=Role.USER,
+                        parts=[Part(text=f"{worker} {done}")], task_id=task_id, context_id="ctx")
+        try:
+            store.append(task_id, record.seq, [event], apply_event(record.task, event))
+        except SequenceConflict:
+            with conflicts.get_lock():
+                conflicts.value += 1
+            continue
+        done += 1
+    store.close()
+
+
+def _append_later(path: str, task_id: str, delay: float) -> None:
+    time.sleep(delay)
+    store = ShelveStore(path)
+    append(store, task_id, [status_event(task_id, S.WORKING)])
+    store.close()
+
+
+def test_two_processes_appending_to_one_shelve_keep_a_dense_sequence(tmp_path):
+    path = str(tmp_path / "multi")
+    store = ShelveStore(path)
+    create(store, "t1")
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    conflicts = ctx.Value("i", 0)
+    count = 25
+    workers = [ctx.Process(target=_append_many, args=(path, "t1", name, count, start, conflicts))
+               for name in ("A", "B")]
+    for worker in workers:
+        worker.start()
+    try:
+        start.set()
+        for worker in workers:
+            worker.join(30)
+    finally:
+        for worker in workers:
+            if worker.is_alive():
+                worker.kill()
+    assert [w.exitcode for w in workers] == [0, 0]
+
+    record = store.load("t1")
+    assert record.seq == 1 + 2 * count
+    entries = store.read("t1", 0)
+    assert [e.seq for e in entries] == list(range(1, 2 * count + 2))
+    logged = [e.event.message_id for e in entries[1:]]
+    for name in ("A", "B"):  # each worker's turns exactly once, in its own order
+        assert [m for m in logged if m.startswith(name)] == [f"{name}-{i}" for i in range(count)]
+    # The snapshot saw every append: no lost update.
+    assert [m.message_id for m in record.task.history[1:]] == logged
+    store.close()
+
+
+def test_shelve_wait_notices_an_append_from_another_process(tmp_path):
+    path = str(tmp_path / "xproc")
+    store = ShelveStore(path)
+    create(store, "t1")
+    ctx = multiprocessing.get_context("spawn")
+    child = ctx.Process(target=_append_later, args=(path, "t1", 0.2))
+    child.start()
+    try:
+        deadline = time.monotonic() + 20
+        while store.load("t1").seq == 1 and time.monotonic() < deadline:
+            store.wait("t1", 1, 1.0)
+        assert store.load("t1").seq == 2
+        assert store.load("t1").state is S.WORKING
+    finally:
+        child.join(20)
+        if child.is_alive():
+            child.kill()
+        store.close()
+    assert child.exitcode == 0
