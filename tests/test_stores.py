@@ -1,4 +1,4 @@
-"""The TaskStore contract on MemoryStore and ShelveStore, shelve persistence, and shelve across processes."""
+"""The TaskStore contract on every backend; persistence and several processes on the file stores."""
 from __future__ import annotations
 
 import base64
@@ -23,7 +23,7 @@ from a2a_flask.models import (
     TaskStatusUpdateEvent,
 )
 from a2a_flask.runtime import apply_event
-from a2a_flask.stores import MemoryStore, ShelveStore
+from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore
 from a2a_flask.stores.base import SequenceConflict, TaskQuery, TaskRecord
 
 S = TaskState
@@ -75,10 +75,15 @@ def ids(page) -> List[str]:
 
 
 def open_store(kind: str, path: str):
-    return MemoryStore() if kind == "memory" else ShelveStore(path)
+    if kind == "memory":
+        return MemoryStore()
+    return ShelveStore(path) if kind == "shelve" else SQLiteStore(path)
 
 
-@pytest.fixture(params=["memory", "shelve"])
+FILE_STORES = ["shelve", "sqlite"]
+
+
+@pytest.fixture(params=["memory", *FILE_STORES])
 def store(request, tmp_path):
     made = open_store(request.param, str(tmp_path / "tasks"))
     yield made
@@ -330,18 +335,19 @@ def test_push_config_crud(store):
     assert [c.id for c in store.push_configs("t2")] == ["c"]
 
 
-# ================================================================ shelve: persistence
+# ================================================================ file stores: persistence
 
 
-def test_shelve_store_persists_across_reopening(tmp_path):
+@pytest.mark.parametrize("kind", FILE_STORES)
+def test_file_store_persists_across_reopening(tmp_path, kind):
     path = str(tmp_path / "persist" / "tasks")
-    first = ShelveStore(path)
+    first = open_store(kind, path)
     create(first, "t1", tenant="acme", owner="alice")
     append(first, "t1", [user_turn("t1", "a"), status_event("t1", S.COMPLETED)])
     first.put_push_config("t1", config("cfg", token="tok"))
     first.close()
 
-    second = ShelveStore(path)
+    second = open_store(kind, path)
     try:
         record = second.load("t1")
         assert record.seq == 3 and record.state is S.COMPLETED
@@ -357,9 +363,10 @@ def test_shelve_store_persists_across_reopening(tmp_path):
         second.close()
 
 
-def test_two_shelve_instances_on_one_path_see_each_other(tmp_path):
+@pytest.mark.parametrize("kind", FILE_STORES)
+def test_two_instances_on_one_path_see_each_other(tmp_path, kind):
     path = str(tmp_path / "shared")
-    left, right = ShelveStore(path), ShelveStore(path)
+    left, right = open_store(kind, path), open_store(kind, path)
     try:
         create(left, "t1")
         assert right.load("t1") is not None
@@ -375,12 +382,13 @@ def test_two_shelve_instances_on_one_path_see_each_other(tmp_path):
         right.close()
 
 
-# ================================================================ shelve: several processes
+# ================================================================ file stores: several processes
 
 
-def _append_many(path: str, task_id: str, worker: str, count: int, start, conflicts) -> None:
+def _append_many(kind: str, path: str, task_id: str, worker: str, count: int, start,
+                 conflicts) -> None:
     """Child process: append ``count`` user turns with compare-and-set, retrying on conflicts."""
-    store = ShelveStore(path)
+    store = open_store(kind, path)
     start.wait(10)
     done = 0
     while done < count:
@@ -397,22 +405,23 @@ def _append_many(path: str, task_id: str, worker: str, count: int, start, confli
     store.close()
 
 
-def _append_later(path: str, task_id: str, delay: float) -> None:
+def _append_later(kind: str, path: str, task_id: str, delay: float) -> None:
     time.sleep(delay)
-    store = ShelveStore(path)
+    store = open_store(kind, path)
     append(store, task_id, [status_event(task_id, S.WORKING)])
     store.close()
 
 
-def test_two_processes_appending_to_one_shelve_keep_a_dense_sequence(tmp_path):
+@pytest.mark.parametrize("kind", FILE_STORES)
+def test_two_processes_appending_to_one_file_keep_a_dense_sequence(tmp_path, kind):
     path = str(tmp_path / "multi")
-    store = ShelveStore(path)
+    store = open_store(kind, path)
     create(store, "t1")
     ctx = multiprocessing.get_context("spawn")
     start = ctx.Event()
     conflicts = ctx.Value("i", 0)
     count = 25
-    workers = [ctx.Process(target=_append_many, args=(path, "t1", name, count, start, conflicts))
+    workers = [ctx.Process(target=_append_many, args=(kind, path, "t1", name, count, start, conflicts))
                for name in ("A", "B")]
     for worker in workers:
         worker.start()
@@ -438,12 +447,13 @@ def test_two_processes_appending_to_one_shelve_keep_a_dense_sequence(tmp_path):
     store.close()
 
 
-def test_shelve_wait_notices_an_append_from_another_process(tmp_path):
+@pytest.mark.parametrize("kind", FILE_STORES)
+def test_wait_notices_an_append_from_another_process(tmp_path, kind):
     path = str(tmp_path / "xproc")
-    store = ShelveStore(path)
+    store = open_store(kind, path)
     create(store, "t1")
     ctx = multiprocessing.get_context("spawn")
-    child = ctx.Process(target=_append_later, args=(path, "t1", 0.2))
+    child = ctx.Process(target=_append_later, args=(kind, path, "t1", 0.2))
     child.start()
     try:
         deadline = time.monotonic() + 20
