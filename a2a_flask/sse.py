@@ -32,6 +32,23 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def dumps_line(value: Any) -> str:
+    """Compact JSON safe inside one SSE ``data:`` line.
+
+    U+2028, U+2029 and U+0085 are legal raw in JSON strings and in SSE, but
+    several clients' line readers (httpx's ``aiter_lines``, used by the
+    a2a-sdk) split on them; as escapes they mean the same and split nothing.
+    """
+    text = dumps(value)
+    for char, escape in _LINE_BREAKERS.items():
+        if char in text:
+            text = text.replace(char, escape)
+    return text
+
+
+_LINE_BREAKERS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
+
+
 def frame(data: Any, event_id: Optional[int] = None, event: Optional[str] = None) -> bytes:
     """One SSE event whose ``data:`` is ``data`` as compact JSON (a single line)."""
     head = ""
@@ -39,7 +56,7 @@ def frame(data: Any, event_id: Optional[int] = None, event: Optional[str] = None
         head += f"id: {event_id}\n"
     if event:
         head += f"event: {event}\n"
-    return (head + "data: " + dumps(data) + "\n\n").encode("utf-8")
+    return (head + "data: " + dumps_line(data) + "\n\n").encode("utf-8")
 
 
 def parse_last_event_id(raw: Optional[str]) -> Optional[int]:
