@@ -5,7 +5,7 @@ import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 from .codec import encode
 from .models import AgentCard, AgentInterface
@@ -43,6 +43,59 @@ def with_default_capabilities(card: AgentCard, has_extended_card: bool) -> Agent
     return dataclasses.replace(card, capabilities=caps)
 
 
+# 1.0 SecurityScheme wrapper member -> (0.3 ``type``, {1.0 member: 0.3 member}).
+_SCHEME_TYPES = {
+    "apiKeySecurityScheme": ("apiKey", {"location": "in", "name": "name"}),
+    "httpAuthSecurityScheme": ("http", {"scheme": "scheme", "bearerFormat": "bearerFormat"}),
+    "oauth2SecurityScheme": ("oauth2", {"flows": "flows", "oauth2MetadataUrl": "oauth2MetadataUrl"}),
+    "openIdConnectSecurityScheme": ("openIdConnect", {"openIdConnectUrl": "openIdConnectUrl"}),
+    "mtlsSecurityScheme": ("mutualTLS", {}),
+}
+
+
+def _scheme_v03(scheme: Dict[str, Any]) -> Dict[str, Any]:
+    """A 1.0 SecurityScheme with the 0.3 (OpenAPI-style) members merged in."""
+    for wrapper, (kind, members) in _SCHEME_TYPES.items():
+        inner = scheme.get(wrapper)
+        if isinstance(inner, dict):
+            flat = {"type": kind, **{new: inner[old] for old, new in members.items() if old in inner}}
+            if "description" in inner:
+                flat["description"] = inner["description"]
+            return {**scheme, **flat}
+    return scheme
+
+
+def union_card(card: Dict[str, Any]) -> Dict[str, Any]:
+    """The 1.0 card JSON plus the members 0.3 and 0.1 clients read, when 0.3 is served.
+
+    Every generation ignores the members it does not know, so one document
+    serves them all (the 0.3 members come from the ``protocolVersion: "0.3"``
+    interfaces; with none, the card is left as it is).
+    """
+    legacy = [i for i in card.get("supportedInterfaces", []) if i.get("protocolVersion") == "0.3"]
+    if not legacy:
+        return card
+    out = dict(card)
+    out["protocolVersion"] = "0.3.0"
+    out["url"] = legacy[0]["url"]
+    out["preferredTransport"] = legacy[0]["protocolBinding"]
+    out["additionalInterfaces"] = [{"url": i["url"], "transport": i["protocolBinding"]}
+                                   for i in legacy]
+    out["supportsAuthenticatedExtendedCard"] = bool(
+        card.get("capabilities", {}).get("extendedAgentCard"))
+    schemes = card.get("securitySchemes")
+    if schemes:
+        out["securitySchemes"] = {name: _scheme_v03(s) for name, s in schemes.items()}
+        # 0.1's AgentAuthentication names the schemes a client may use.
+        out["authentication"] = {"schemes": sorted(
+            {s.get("scheme", s.get("type", name)) for name, s in out["securitySchemes"].items()})}
+    requirements = card.get("securityRequirements")
+    if requirements:
+        out["security"] = [{name: scopes.get("list", []) for name, scopes in r.get("schemes", {}).items()}
+                           for r in requirements]
+    return out
+
+
 @dataclass(frozen=True)
 class RenderedCard:
     body: bytes
@@ -69,7 +122,7 @@ class CardRenderer:
         rendered = self._cache.get(base_url)
         if rendered is None:
             card = dataclasses.replace(self.card, supported_interfaces=self.interfaces(base_url))
-            body = json.dumps(encode(card), separators=(",", ":"), sort_keys=False).encode()
+            body = json.dumps(union_card(encode(card)), separators=(",", ":")).encode()
             rendered = RenderedCard(body, '"%s"' % hashlib.sha256(body).hexdigest()[:32])
             if len(self._cache) < 64:  # bounded: Host headers come from clients
                 self._cache[base_url] = rendered

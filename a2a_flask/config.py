@@ -33,6 +33,9 @@ class Settings:
     card_max_age: int = 300
     #: Whether streams end at AUTH_REQUIRED (credentials may arrive out of band).
     close_stream_on_auth_required: bool = True
+    #: Serve a 1.0 method name sent without ``A2A-Version`` as 1.0 instead of answering
+    #: -32009 (a missing header means 0.3, spec §3.6.2).
+    lenient_version: bool = False
     #: Serve the public card at the host root ``/.well-known/...`` (the first agent does by default).
     root_card: Optional[bool] = None
 

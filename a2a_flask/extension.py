@@ -128,6 +128,7 @@ class A2A:
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
         state = AgentState(self.name, settings, service, CardRenderer(self.card, self.endpoints()))
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
+        service.lenient_version = bool(settings.lenient_version)
         registry[self.name] = state
         app.url_map.converters.setdefault("a2aid", rest.IdConverter)
         app.register_blueprint(self._blueprint(state))
@@ -137,7 +138,8 @@ class A2A:
 
     def endpoints(self) -> List[Endpoint]:
         """The bindings this agent serves, relative to its prefix."""
-        return [("JSONRPC", "1.0", ""), ("HTTP+JSON", "1.0", rest.REST_PATH)]
+        return [("JSONRPC", "1.0", ""), ("HTTP+JSON", "1.0", rest.REST_PATH),
+                ("JSONRPC", "0.3", "")]
 
     def _blueprint(self, state: AgentState) -> Blueprint:
         bp = Blueprint(f"a2a_{self.name}", __name__, url_prefix=state.settings.url_prefix or None)

@@ -31,7 +31,6 @@ from .errors import (
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
-    MethodNotFoundError,
 )
 from .headers import is_json_mimetype, negotiate_extensions, parse_json, requested_version
 from .service import AgentService, CallContext
@@ -102,33 +101,31 @@ def handle(service: AgentService) -> Response:
     try:
         call = _read_call()
         request_id = call.request_id
-        dialect = dialects.negotiate(requested_version())
-        method = dialect.methods.get(call.method)
-        if method is None:
-            raise MethodNotFoundError(
-                f"Method {call.method!r} not found in A2A {dialect.version}",
-                metadata={"method": call.method, "version": dialect.version},
-            )
+        dialect, method = dialects.resolve(requested_version(), call.method,
+                                           lenient=service.lenient_version)
         extensions, echo = negotiate_extensions(service.card)
         if echo:
             headers["A2A-Extensions"] = echo
         parsed = method.parse(call.params)
         ctx = CallContext(
             tenant=getattr(parsed, "tenant", "") or "",
-            dialect=dialect.version,
+            dialect=method.dialect or dialect.version,
             extensions=extensions,
             last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
         )
+        answering = method.choose(service, parsed, ctx) if method.choose else method
         result = method.call(service, parsed, ctx)
         if method.streaming:
             rid = request_id
+            render_event = (answering.stream_renderer or dialect.stream_renderer)()
             return event_stream(
                 result,
-                lambda item: _envelope(rid, dialect.render_event(item)),
+                lambda item: _envelope(rid, render_event(item)),
                 lambda exc: error_body(exc, rid),
                 headers,
             )
-        return _json({"jsonrpc": "2.0", "id": request_id, "result": method.render(result)}, headers)
+        return _json({"jsonrpc": "2.0", "id": request_id, "result": answering.render(result)},
+                     headers)
     except A2AError as exc:
         return _json(error_body(exc, getattr(exc, "request_id", request_id)), headers)
     except Exception:

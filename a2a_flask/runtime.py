@@ -284,10 +284,16 @@ class Runtime:
     # -- runs
 
     def start_new(self, message: Message, *, task_id: str, context_id: str, tenant: str,
-                  owner: str, dialect: str) -> Run:
-        """Run the executor for a message that starts a new task (or a Message reply)."""
+                  owner: str, dialect: str, create_task: bool = False) -> Run:
+        """Run the executor for a message that starts a new task (or a Message reply).
+
+        ``create_task`` creates the task before the executor starts, for
+        clients that only understand tasks (a reply then completes the task).
+        """
         run = Run(self, message=message, task_id=task_id, context_id=context_id, tenant=tenant,
                   owner=owner, dialect=dialect, record=None)
+        if create_task:
+            run.ensure_task()
         self._launch(run)
         return run
 

@@ -93,6 +93,8 @@ class AgentService:
         self.extended_card = extended_card
         #: The interfaces of the public card as the current request sees them.
         self.interfaces = interfaces
+        #: Serve a 1.0 method sent without ``A2A-Version`` as 1.0 (A2A_LENIENT_VERSION).
+        self.lenient_version = False
 
     # ----------------------------------------------------------- helpers
 
@@ -124,9 +126,20 @@ class AgentService:
 
     # ----------------------------------------------------------- sending
 
-    def _accept(self, request: SendMessageRequest, ctx: CallContext) -> Union[Run, TaskRecord]:
-        """Validate a send and start it: a new Run, or the record of a continued task."""
+    def task_dialect(self, task_id: str, ctx: CallContext) -> str:
+        """The protocol version the task was created with (dialects answer in it)."""
+        return self._visible(task_id, ctx).dialect
+
+    def _accept(self, request: SendMessageRequest, ctx: CallContext,
+                client_task_id: str = "") -> Union[Run, TaskRecord]:
+        """Validate a send and start it: a new Run, or the record of a continued task.
+
+        ``client_task_id`` is the 0.1 way: the client names the task, which is
+        continued if it exists and created (as a task, never a Message) if not.
+        """
         message = request.message
+        if client_task_id and self.store.load(client_task_id) is not None:
+            message.task_id = client_task_id
         config = request.configuration
         if message.role is not Role.USER:
             raise InvalidParamsError("message.role must be ROLE_USER",
@@ -147,11 +160,12 @@ class AgentService:
             record = self.runtime.continue_task(record, message)
             self._register_push(config, record.task.id, ctx)
             return record
-        task_id = new_id()
+        task_id = client_task_id or new_id()
         context_id = message.context_id or new_id()
         message.task_id, message.context_id = task_id, context_id
         run = self.runtime.start_new(message, task_id=task_id, context_id=context_id,
-                                     tenant=ctx.tenant, owner=ctx.owner, dialect=ctx.dialect)
+                                     tenant=ctx.tenant, owner=ctx.owner, dialect=ctx.dialect,
+                                     create_task=bool(client_task_id))
         if config is not None and (config.return_immediately
                                    or config.task_push_notification_config is not None):
             # The task must exist before we answer or register a webhook (unless
@@ -160,12 +174,13 @@ class AgentService:
                 self._register_push(config, task_id, ctx)
         return run
 
-    def send_message(self, request: SendMessageRequest, ctx: CallContext) -> Union[Task, Message]:
+    def send_message(self, request: SendMessageRequest, ctx: CallContext,
+                     client_task_id: str = "") -> Union[Task, Message]:
         """SendMessage: blocking unless ``returnImmediately``; a Task or a Message."""
         config = request.configuration
         history_length = config.history_length if config else None
         deadline = time.monotonic() + self.blocking_timeout
-        started = self._accept(request, ctx)
+        started = self._accept(request, ctx, client_task_id)
         if isinstance(started, Run):
             if config is not None and config.return_immediately:
                 created = started.ensure_task()
@@ -185,13 +200,13 @@ class AgentService:
         record = self.runtime.wait_settled(task_id, max(deadline - time.monotonic(), 0.0))
         return view(record.task, history_length)
 
-    def send_streaming_message(self, request: SendMessageRequest,
-                               ctx: CallContext) -> Iterator[StreamItem]:
+    def send_streaming_message(self, request: SendMessageRequest, ctx: CallContext,
+                               client_task_id: str = "") -> Iterator[StreamItem]:
         """SendStreamingMessage: validated now; the returned iterator streams the events."""
         self._require_streaming()
         config = request.configuration
         history_length = config.history_length if config else None
-        started = self._accept(request, ctx)
+        started = self._accept(request, ctx, client_task_id)
         return self._stream_started(started, history_length)
 
     def _stream_started(self, started: Union[Run, TaskRecord],

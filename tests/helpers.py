@@ -202,3 +202,28 @@ class Server:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+#: Top-level members the union card adds for 0.3 and 0.1 clients (see a2a_flask.card).
+LEGACY_CARD_MEMBERS = ("protocolVersion", "url", "preferredTransport", "additionalInterfaces",
+                       "supportsAuthenticatedExtendedCard", "security", "authentication")
+_SCHEME_V03_MEMBERS = ("type", "in", "name", "scheme", "bearerFormat", "flows",
+                       "oauth2MetadataUrl", "openIdConnectUrl", "description")
+
+
+def card_v1_view(card: Dict[str, Any]) -> Dict[str, Any]:
+    """The 1.0 members of a served (union) card."""
+    view = {k: v for k, v in card.items() if k not in LEGACY_CARD_MEMBERS}
+    if "securitySchemes" in card:
+        view["securitySchemes"] = {
+            name: {k: v for k, v in scheme.items() if k not in _SCHEME_V03_MEMBERS}
+            for name, scheme in card["securitySchemes"].items()}
+    return view
+
+
+def validate_card(card: Dict[str, Any]) -> None:
+    """A served card: its 1.0 members against the 1.0 schema and, when it carries the
+    0.3 members, the whole document against the 0.3 schema."""
+    validate(card_v1_view(card), "Agent Card")
+    if "protocolVersion" in card:
+        validate(card, "AgentCard", "v0.3")

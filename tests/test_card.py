@@ -29,7 +29,7 @@ from a2a_flask import (
 from a2a_flask.service import CallContext
 
 from .conftest import echo, make_card
-from .helpers import V1, rpc, rpc_body, user_message, validate
+from .helpers import V1, card_v1_view, rpc, rpc_body, user_message, validate, validate_card
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -44,12 +44,13 @@ def get_card(client: Any, path: str = CARD_PATHS[0], **kwargs: Any) -> Dict[str,
     assert response.status_code == 200, (path, response.status_code)
     assert response.mimetype == "application/json"
     card = json.loads(response.get_data(as_text=True))
-    validate(card, "Agent Card")
+    validate_card(card)
     return card
 
 
-def interface(card: Dict[str, Any], binding: str = "JSONRPC") -> Dict[str, Any]:
-    matches = [i for i in card["supportedInterfaces"] if i["protocolBinding"] == binding]
+def interface(card: Dict[str, Any], binding: str = "JSONRPC", version: str = "1.0") -> Dict[str, Any]:
+    matches = [i for i in card["supportedInterfaces"]
+               if i["protocolBinding"] == binding and i["protocolVersion"] == version]
     assert len(matches) == 1, card["supportedInterfaces"]
     return matches[0]
 
@@ -99,12 +100,22 @@ def test_legacy_agent_json_serves_the_same_card(client):
     assert client.get(CARD_PATHS[1]).data == client.get(CARD_PATHS[0]).data
 
 
-def test_card_uses_1_0_member_names_only(client):
-    card = get_card(client)
+def test_card_1_0_part_uses_1_0_member_names_only(client):
+    card = card_v1_view(get_card(client))
     for old in ("url", "protocolVersion", "protocolVersions", "preferredTransport",
                 "additionalInterfaces", "supportsAuthenticatedExtendedCard", "security"):
         assert old not in card
     assert "stateTransitionHistory" not in card["capabilities"]
+
+
+def test_card_carries_the_0_3_members_derived_from_the_0_3_interface(client):
+    card = get_card(client)
+    legacy = interface(card, "JSONRPC", "0.3")
+    assert card["protocolVersion"] == "0.3.0"
+    assert card["url"] == legacy["url"] == interface(card)["url"]
+    assert card["preferredTransport"] == "JSONRPC"
+    assert {"url": legacy["url"], "transport": "JSONRPC"} in card["additionalInterfaces"]
+    assert card["supportsAuthenticatedExtendedCard"] is False
 
 
 def test_card_declares_jsonrpc_1_0_interface_first(client):
@@ -212,7 +223,7 @@ def test_if_none_match_star_is_304(client):
 def test_if_none_match_with_stale_etag_gets_the_card(client):
     response = client.get(CARD_PATHS[0], headers={"If-None-Match": '"stale-etag"'})
     assert response.status_code == 200
-    validate(response.get_json(), "Agent Card")
+    validate_card(response.get_json())
 
 
 def test_card_for_another_host_names_that_host_and_has_its_own_etag(client):

@@ -15,7 +15,7 @@ from a2a_flask import A2A, MemoryStore, ShelveStore
 from a2a_flask.extension import AgentState
 
 from .conftest import echo, make_card
-from .helpers import V1, parse_sse, rpc, rpc_body, user_message, validate
+from .helpers import V1, parse_sse, rpc, rpc_body, user_message, validate, validate_card
 
 CARD_PATH = "/.well-known/agent-card.json"
 
@@ -140,7 +140,7 @@ def test_two_agents_each_serve_their_own_card_under_their_prefix(two_agents):
         response = client.get(prefix + CARD_PATH)
         assert response.status_code == 200
         card = response.get_json()
-        validate(card, "Agent Card")
+        validate_card(card)
         assert card["name"] == name
         assert jsonrpc_url(card) == "http://localhost" + prefix
         assert client.get(prefix + "/.well-known/agent.json").get_json() == card
@@ -150,7 +150,7 @@ def test_only_the_first_agent_serves_the_root_card(two_agents):
     client = two_agents.test_client()
     for path in (CARD_PATH, "/.well-known/agent.json"):
         card = client.get(path).get_json()
-        validate(card, "Agent Card")
+        validate_card(card)
         assert card["name"] == "Alpha"
         assert jsonrpc_url(card) == "http://localhost/alpha"
 

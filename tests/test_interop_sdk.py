@@ -128,9 +128,8 @@ def test_sdk_card_resolver_parses_our_agent_card(conformance_server):
     card = run(main())
     assert card.name == "A2A Flask conformance agent"
     jsonrpc = [i for i in card.supported_interfaces if i.protocol_binding == "JSONRPC"]
-    assert len(jsonrpc) == 1
-    assert jsonrpc[0].url == conformance_server.url + "/a2a"
-    assert jsonrpc[0].protocol_version == "1.0"
+    assert [i.protocol_version for i in jsonrpc] == ["1.0", "0.3"]  # 1.0 preferred
+    assert {i.url for i in jsonrpc} == {conformance_server.url + "/a2a"}
     assert card.capabilities.streaming and not card.capabilities.push_notifications
     assert [s.id for s in card.skills] == ["tck"]
     assert "text/plain" in card.default_input_modes

@@ -336,15 +336,39 @@ def test_unsupported_query_version_is_32009(client):
 
 @pytest.mark.parametrize("method", ["NoSuchMethod", "message/send", "SendMessage"])
 def test_version_is_checked_before_method_lookup(client, method):
-    response = post_json(client, rpc_body(method, send_params()), headers={})
+    response = post_json(client, rpc_body(method, send_params()), headers={"A2A-Version": "9.9"})
     assert_error(response, -32009, 1)
+
+
+@pytest.mark.parametrize("method", ["message/send", "tasks/get", "tasks/send"])
+def test_a_0x_method_under_version_1_0_is_32009_naming_the_version_to_send(client, method):
+    error = assert_error(post_json(client, rpc_body(method, send_params())), -32009, 1)
+    assert error_info(error)["metadata"]["methodVersion"] == "0.3"
+    assert "A2A-Version: 0.3" in error["message"]
+
+
+def test_a_1_0_method_without_a_version_header_is_32009(client):
+    error = assert_error(post_json(client, rpc_body("SendMessage", send_params()), headers={}),
+                         -32009, 1)
+    assert error_info(error)["metadata"]["methodVersion"] == "1.0"
+    assert "A2A-Version: 1.0" in error["message"]
+
+
+def test_lenient_version_serves_a_1_0_method_without_a_header(make_app):
+    client = make_app(lenient_version=True).test_client()
+    body = post_json(client, rpc_body("SendMessage", send_params()), headers={}).get_json()
+    assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_unknown_method_without_a_header_is_32601(client):
+    assert_error(post_json(client, rpc_body("NoSuchMethod", send_params()), headers={}), -32601, 1)
 
 
 # ------------------------------------------------------------------ stage 5: method
 
 
 @pytest.mark.parametrize("method", [
-    "NoSuchMethod", "sendMessage", "sendmessage", "SENDMESSAGE", "message/send", "tasks/get",
+    "NoSuchMethod", "sendMessage", "sendmessage", "SENDMESSAGE", "message/Send",
     "SendMessage ", "__init__", "get",
 ])
 def test_unknown_or_miscased_method_is_32601(client, method):

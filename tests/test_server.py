@@ -962,12 +962,15 @@ def test_shelve_subscription_sees_events_from_the_worker_running_the_task(shelve
         task = wait_for_task(shelve_server, context_id, WORKING)
         subscribers: List[Tuple[RawConnection, int]] = []
         try:
-            for _ in range(16):
+            # The kernel picks the accepting worker; keep connecting (the open
+            # ones stay open) until one lands on the worker not running the task.
+            for _ in range(80):
                 conn = RawConnection(port)
                 conn.send("SubscribeToTask", {"id": task["id"]}, close=True)
                 subscribers.append((conn, serving_worker(pids, port, conn.local_port)))
                 if subscribers[-1][1] != runner:
                     break
+                time.sleep(0.02)
             assert any(pid != runner for _, pid in subscribers), "no subscriber reached the other worker"
             resumer = RawConnection(port)  # and one resuming after the first event, on either worker
             resumer.send("SubscribeToTask", {"id": task["id"]}, close=True, headers={"Last-Event-ID": "1"})

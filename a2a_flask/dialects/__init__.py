@@ -7,15 +7,20 @@ model -> JSON).  Below the dialects nothing knows which version a client speaks.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..errors import VersionNotSupportedError
+from ..errors import MethodNotFoundError, VersionNotSupportedError
 
 #: What an empty or missing ``A2A-Version`` means (spec §3.6.2).
 DEFAULT_VERSION = "0.3"
 
 _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
+
+
+#: Makes the renderer of one stream: ``(seq, event)`` -> the JSON of one event, or
+#: None to skip it.  A factory, because some renderers remember earlier events.
+StreamRenderer = Callable[[], Callable[[Any], Optional[Any]]]
 
 
 @dataclass
@@ -26,22 +31,33 @@ class Method:
     call: Callable[..., Any]  # (service, request, ctx) -> result or stream
     render: Callable[[Any], Any] = lambda result: result
     streaming: bool = False
+    #: Overrides the dialect's stream renderer for this method.
+    stream_renderer: Optional[StreamRenderer] = None
+    #: For names shared by two dialects: ``(service, request, ctx)`` -> the Method
+    #: whose ``render``/``stream_renderer`` answer this call.
+    choose: Optional[Callable[..., "Method"]] = None
+    #: The protocol version recorded on tasks this method creates (default: the dialect's).
+    dialect: Optional[str] = None
 
 
 @dataclass
 class Dialect:
     version: str
     methods: Dict[str, Method]
-    #: ``(seq, event)`` of a stream -> the JSON of one event, or None to skip it.
-    render_event: Callable[[Any], Optional[Any]] = lambda event: event
-    extra: Dict[str, Any] = field(default_factory=dict)
+    stream_renderer: StreamRenderer
 
 
 _DIALECTS: Dict[str, Dialect] = {}
 
 
-def register(dialect: Dialect) -> None:
+def register(dialect: Dialect, aliases: tuple = ()) -> None:
+    """Serve ``dialect`` for its version (and for ``aliases``, e.g. 0.2 for 0.3)."""
     _DIALECTS[dialect.version] = dialect
+    for alias in aliases:
+        _ALIASES[alias] = dialect.version
+
+
+_ALIASES: Dict[str, str] = {}
 
 
 def supported_versions() -> list:
@@ -61,10 +77,42 @@ def normalise_version(raw: Optional[str]) -> str:
 def negotiate(raw: Optional[str]) -> Dialect:
     """The dialect for an ``A2A-Version`` value, or VersionNotSupportedError (-32009)."""
     version = normalise_version(raw)
-    dialect = _DIALECTS.get(version)
+    dialect = _DIALECTS.get(_ALIASES.get(version, version))
     if dialect is None:
         raise _unsupported(raw or "")
     return dialect
+
+
+def resolve(raw_version: Optional[str], method_name: str, *, lenient: bool = False
+            ) -> Tuple[Dialect, Method]:
+    """The dialect and method for a JSON-RPC call (see the negotiation table in the docs).
+
+    The version (header or query parameter; missing means 0.3) picks the
+    dialect first: an unserved version is -32009.  Then the method name: a
+    name that only another served version knows is -32009 too, naming the
+    version to send (with ``lenient``, a missing header and a name only 1.0
+    knows is served as 1.0); a name no version knows is -32601.
+    """
+    dialect = negotiate(raw_version)
+    method = dialect.methods.get(method_name)
+    if method is not None:
+        return dialect, method
+    owners = [d for d in _DIALECTS.values() if method_name in d.methods]
+    if owners:
+        owner = owners[0]
+        if lenient and not (raw_version or "").strip():
+            return owner, owner.methods[method_name]
+        raise VersionNotSupportedError(
+            f"Method {method_name!r} belongs to A2A {owner.version}, but the request speaks "
+            f"{dialect.version}; send the header A2A-Version: {owner.version}",
+            metadata={"method": method_name, "requestedVersion": dialect.version,
+                      "methodVersion": owner.version,
+                      "supportedVersions": ", ".join(supported_versions())},
+        )
+    raise MethodNotFoundError(
+        f"Method {method_name!r} not found in A2A {dialect.version}",
+        metadata={"method": method_name, "version": dialect.version},
+    )
 
 
 def _unsupported(raw: str) -> VersionNotSupportedError:
@@ -77,7 +125,7 @@ def _unsupported(raw: str) -> VersionNotSupportedError:
     )
 
 
-from . import v1  # noqa: E402  (registers itself)
+from . import v1, v03  # noqa: E402  (they register themselves)
 
-__all__ = ["Dialect", "Method", "negotiate", "normalise_version", "register",
-           "supported_versions", "v1"]
+__all__ = ["Dialect", "Method", "negotiate", "normalise_version", "register", "resolve",
+           "supported_versions", "v1", "v03"]

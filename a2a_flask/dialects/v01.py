@@ -1,0 +1,207 @@
+"""A2A 0.1 JSON-RPC (the seeds' ``tasks/send`` generation).
+
+0.1 clients choose the task id, call the context a ``sessionId``, tag parts
+with ``type``, have no message ids, no direct Message answers, a single push
+config per task, and stream bare status/artifact events (``final`` marks the
+last).  Its state list lacks ``rejected`` and ``auth-required``: they are sent
+as ``failed`` and ``input-required``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from .. import models as m
+from ..codec import decode, encode
+from ..errors import InvalidParamsError
+from ..service import AgentService, CallContext
+from . import Method
+from .v03 import _drop_none, _object, _params, message_in, push_config_in
+from .v1 import params_of
+
+VERSION = "0.1"
+
+_STATES_OUT = {
+    "TASK_STATE_UNSPECIFIED": "unknown",
+    "TASK_STATE_SUBMITTED": "submitted",
+    "TASK_STATE_WORKING": "working",
+    "TASK_STATE_COMPLETED": "completed",
+    "TASK_STATE_FAILED": "failed",
+    "TASK_STATE_CANCELED": "canceled",
+    "TASK_STATE_INPUT_REQUIRED": "input-required",
+    "TASK_STATE_REJECTED": "failed",
+    "TASK_STATE_AUTH_REQUIRED": "input-required",
+}
+
+
+# --------------------------------------------------------------- 1.0 JSON -> 0.1
+
+
+def part_out(part: Dict[str, Any]) -> Dict[str, Any]:
+    common = _drop_none({"metadata": part.get("metadata")})
+    if "text" in part:
+        return {"type": "text", "text": part["text"], **common}
+    if "raw" in part or "url" in part:
+        file = _drop_none({"bytes": part.get("raw"), "uri": part.get("url"),
+                           "mimeType": part.get("mediaType"), "name": part.get("filename")})
+        return {"type": "file", "file": file, **common}
+    data = part.get("data")
+    return {"type": "data", "data": data if isinstance(data, dict) else {"value": data}, **common}
+
+
+def message_out(message: Dict[str, Any]) -> Dict[str, Any]:
+    role = "user" if message.get("role") == "ROLE_USER" else "agent"
+    return {"role": role, "parts": [part_out(p) for p in message.get("parts", [])],
+            **_drop_none({"metadata": message.get("metadata")})}
+
+
+def status_out(status: Dict[str, Any]) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"state": _STATES_OUT.get(status.get("state", ""), "unknown")}
+    if "message" in status:
+        out["message"] = message_out(status["message"])
+    if "timestamp" in status:
+        out["timestamp"] = status["timestamp"]
+    return out
+
+
+def artifact_out(artifact: Dict[str, Any], index: int, append: bool = False,
+                 last_chunk: bool = False) -> Dict[str, Any]:
+    out: Dict[str, Any] = _drop_none({"name": artifact.get("name"),
+                                      "description": artifact.get("description")})
+    out["parts"] = [part_out(p) for p in artifact.get("parts", [])]
+    out["index"] = index
+    if append:
+        out["append"] = True
+    if last_chunk:
+        out["lastChunk"] = True
+    if "metadata" in artifact:
+        out["metadata"] = artifact["metadata"]
+    return out
+
+
+def task_out(task: m.Task) -> Dict[str, Any]:
+    body = encode(task)
+    out: Dict[str, Any] = {"id": body["id"], "sessionId": body.get("contextId", ""),
+                           "status": status_out(body["status"])}
+    if "artifacts" in body:
+        out["artifacts"] = [artifact_out(a, i) for i, a in enumerate(body["artifacts"])]
+    if "history" in body:
+        out["history"] = [message_out(msg) for msg in body["history"]]
+    if "metadata" in body:
+        out["metadata"] = body["metadata"]
+    return out
+
+
+def stream_renderer() -> Callable[[Tuple[int, Any]], Optional[Dict[str, Any]]]:
+    """A renderer for one 0.1 stream: it numbers artifacts (0.1 ``index``) as they appear."""
+    indexes: Dict[str, int] = {}
+
+    def index_of(artifact_id: str) -> int:
+        return indexes.setdefault(artifact_id, len(indexes))
+
+    def render(item: Tuple[int, Any]) -> Optional[Dict[str, Any]]:
+        _, event = item
+        if isinstance(event, m.Task):
+            for artifact in event.artifacts:
+                index_of(artifact.artifact_id)
+            state = event.status.state
+            return {"id": event.id, "status": status_out(encode(event.status)),
+                    "final": state.terminal or state.interrupted}
+        if isinstance(event, m.TaskStatusUpdateEvent):
+            state = event.status.state
+            return {"id": event.task_id, "status": status_out(encode(event.status)),
+                    "final": state.terminal or state.interrupted,
+                    **_drop_none({"metadata": event.metadata})}
+        if isinstance(event, m.TaskArtifactUpdateEvent):
+            shaped = artifact_out(encode(event.artifact), index_of(event.artifact.artifact_id),
+                                  event.append, event.last_chunk)
+            return {"id": event.task_id, "artifact": shaped,
+                    **_drop_none({"metadata": event.metadata})}
+        return None  # 0.1 streams have no Message events
+
+    return render
+
+
+def push_config_out(config: m.TaskPushNotificationConfig) -> Dict[str, Any]:
+    body = encode(config)
+    inner = _drop_none({"url": body.get("url"), "token": body.get("token")})
+    auth = body.get("authentication")
+    if auth:
+        inner["authentication"] = _drop_none({"schemes": [auth.get("scheme", "")],
+                                              "credentials": auth.get("credentials")})
+    return {"id": config.task_id, "pushNotificationConfig": inner}
+
+
+# --------------------------------------------------------------- requests
+
+
+@dataclass
+class SendTaskParams:
+    """``tasks/send``: the 1.0 request plus the task id the 0.1 client chose."""
+
+    request: m.SendMessageRequest
+    task_id: str
+
+
+def _task_id(params: Dict[str, Any]) -> str:
+    task_id = params.get("id")
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidParamsError("id (the task id the client chose) is required",
+                                 violations=[("id", "is required")])
+    return task_id
+
+
+def parse_send(params: Any) -> SendTaskParams:
+    params = _params(params)
+    task_id = _task_id(params)
+    message = message_in(_object(params.get("message"), "message"))
+    message.setdefault("messageId", m.new_id())  # 0.1 messages have no id
+    if params.get("sessionId") is not None:
+        message["contextId"] = params["sessionId"]
+    config: Dict[str, Any] = _drop_none({"historyLength": params.get("historyLength"),
+                                         "acceptedOutputModes": params.get("acceptedOutputModes")})
+    if params.get("pushNotification") is not None:
+        config["taskPushNotificationConfig"] = push_config_in(
+            params["pushNotification"], "", "pushNotification")
+    body = _drop_none({"message": message, "metadata": params.get("metadata"),
+                       "configuration": config or None})
+    return SendTaskParams(decode(m.SendMessageRequest, body), task_id)
+
+
+def parse_set_push(params: Any) -> m.TaskPushNotificationConfig:
+    params = _params(params)
+    task_id = _task_id(params)
+    body = push_config_in(params.get("pushNotificationConfig"), task_id, "pushNotificationConfig")
+    body["id"] = task_id  # 0.1 has one config per task
+    return decode(m.TaskPushNotificationConfig, body)
+
+
+def parse_get_push(params: Any) -> m.TaskPushConfigRequest:
+    task_id = _task_id(_params(params))
+    return m.TaskPushConfigRequest(task_id=task_id, id=task_id)
+
+
+def _send(name: str) -> Callable[[AgentService, SendTaskParams, CallContext], Any]:
+    def call(service: AgentService, params: SendTaskParams, ctx: CallContext) -> Any:
+        return getattr(service, name)(params.request, ctx, client_task_id=params.task_id)
+
+    return call
+
+
+def _call(name: str) -> Callable[[AgentService, Any, CallContext], Any]:
+    return lambda service, request, ctx: getattr(service, name)(request, ctx)
+
+
+METHODS: Dict[str, Method] = {
+    "tasks/send": Method(parse_send, _send("send_message"), task_out, dialect=VERSION),
+    "tasks/sendSubscribe": Method(parse_send, _send("send_streaming_message"), streaming=True,
+                                  stream_renderer=stream_renderer, dialect=VERSION),
+    "tasks/get": Method(params_of(m.GetTaskRequest), _call("get_task"), task_out),
+    "tasks/cancel": Method(params_of(m.CancelTaskRequest), _call("cancel_task"), task_out),
+    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), _call("subscribe_to_task"),
+                                streaming=True, stream_renderer=stream_renderer),
+    "tasks/pushNotification/set": Method(parse_set_push, _call("create_push_config"),
+                                         push_config_out),
+    "tasks/pushNotification/get": Method(parse_get_push, _call("get_push_config"),
+                                         push_config_out),
+}
