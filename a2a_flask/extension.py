@@ -139,7 +139,7 @@ class A2A:
     def endpoints(self) -> List[Endpoint]:
         """The bindings this agent serves, relative to its prefix."""
         return [("JSONRPC", "1.0", ""), ("HTTP+JSON", "1.0", rest.REST_PATH),
-                ("JSONRPC", "0.3", "")]
+                ("JSONRPC", "0.3", ""), ("HTTP+JSON", "0.3", rest.REST_PATH)]
 
     def _blueprint(self, state: AgentState) -> Blueprint:
         bp = Blueprint(f"a2a_{self.name}", __name__, url_prefix=state.settings.url_prefix or None)

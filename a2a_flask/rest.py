@@ -61,7 +61,8 @@ def _stream_error(exc: A2AError) -> Dict[str, Any]:
                       "message": exc.message, "details": exc.details()}}
 
 
-def _body() -> Dict[str, Any]:
+def json_body() -> Dict[str, Any]:
+    """The request body as a JSON object ({} when empty); -32005/-32700/-32602 otherwise."""
     raw = request.get_data(cache=False)
     if not raw.strip():
         return {}
@@ -75,7 +76,7 @@ def _body() -> Dict[str, Any]:
     return body
 
 
-def _query(cls: type) -> Dict[str, Any]:
+def query_params(cls: type) -> Dict[str, Any]:
     """Query parameters for a request model: booleans from ``true``/``false``."""
     values: Dict[str, Any] = {}
     for spec in field_specs(cls):
@@ -94,19 +95,19 @@ Builder = Callable[[Dict[str, str]], Any]
 
 
 def _send(_: Dict[str, str]) -> Any:
-    return decode(m.SendMessageRequest, _body())
+    return decode(m.SendMessageRequest, json_body())
 
 
 def _get_task(path: Dict[str, str]) -> Any:
-    return decode(m.GetTaskRequest, {**_query(m.GetTaskRequest), "id": path["id"]})
+    return decode(m.GetTaskRequest, {**query_params(m.GetTaskRequest), "id": path["id"]})
 
 
 def _list_tasks(_: Dict[str, str]) -> Any:
-    return decode(m.ListTasksRequest, _query(m.ListTasksRequest))
+    return decode(m.ListTasksRequest, query_params(m.ListTasksRequest))
 
 
 def _cancel(path: Dict[str, str]) -> Any:
-    return decode(m.CancelTaskRequest, {**_body(), "id": path["id"]})
+    return decode(m.CancelTaskRequest, {**json_body(), "id": path["id"]})
 
 
 def _subscribe(path: Dict[str, str]) -> Any:
@@ -114,7 +115,7 @@ def _subscribe(path: Dict[str, str]) -> Any:
 
 
 def _create_push(path: Dict[str, str]) -> Any:
-    return decode(m.TaskPushNotificationConfig, {**_body(), "taskId": path["task_id"]})
+    return decode(m.TaskPushNotificationConfig, {**json_body(), "taskId": path["task_id"]})
 
 
 def _push_ref(path: Dict[str, str]) -> Any:
@@ -122,7 +123,7 @@ def _push_ref(path: Dict[str, str]) -> Any:
 
 
 def _list_push(path: Dict[str, str]) -> Any:
-    query = _query(m.ListTaskPushNotificationConfigsRequest)
+    query = query_params(m.ListTaskPushNotificationConfigsRequest)
     return decode(m.ListTaskPushNotificationConfigsRequest, {**query, "taskId": path["task_id"]})
 
 
@@ -132,46 +133,51 @@ def _empty(_: Dict[str, str]) -> Any:
 
 @dataclasses.dataclass
 class Route:
+    """One REST route: how to build the request, which operation, how to answer."""
+
     rule: str
     methods: tuple
     build: Builder
     operation: Callable[[AgentService, Any, CallContext], Any]
     render: Callable[[Any], Any] = encode
     streaming: bool = False
+    render_event: Callable[[Any], Any] = render_event
+    version: str = VERSION
 
 
-def _op(name: str) -> Callable[[AgentService, Any, CallContext], Any]:
+def op(name: str) -> Callable[[AgentService, Any, CallContext], Any]:
+    """The service operation ``name`` as a route operation."""
     return lambda service, req, ctx: getattr(service, name)(req, ctx)
 
 
 ROUTES = [
-    Route("/message:send", ("POST",), _send, _op("send_message"), render_send_result),
-    Route("/message:stream", ("POST",), _send, _op("send_streaming_message"), streaming=True),
-    Route("/tasks", ("GET",), _list_tasks, _op("list_tasks")),
-    Route("/tasks/<a2aid:id>", ("GET",), _get_task, _op("get_task")),
-    Route("/tasks/<a2aid:id>:cancel", ("POST",), _cancel, _op("cancel_task")),
-    Route("/tasks/<a2aid:id>:subscribe", ("GET", "POST"), _subscribe, _op("subscribe_to_task"),
+    Route("/message:send", ("POST",), _send, op("send_message"), render_send_result),
+    Route("/message:stream", ("POST",), _send, op("send_streaming_message"), streaming=True),
+    Route("/tasks", ("GET",), _list_tasks, op("list_tasks")),
+    Route("/tasks/<a2aid:id>", ("GET",), _get_task, op("get_task")),
+    Route("/tasks/<a2aid:id>:cancel", ("POST",), _cancel, op("cancel_task")),
+    Route("/tasks/<a2aid:id>:subscribe", ("GET", "POST"), _subscribe, op("subscribe_to_task"),
           streaming=True),
     Route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("POST",), _create_push,
-          _op("create_push_config")),
+          op("create_push_config")),
     Route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("GET",), _list_push,
-          _op("list_push_configs")),
+          op("list_push_configs")),
     Route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("GET",),
-          _push_ref, _op("get_push_config")),
+          _push_ref, op("get_push_config")),
     Route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("DELETE",),
-          _push_ref, _op("delete_push_config")),
+          _push_ref, op("delete_push_config")),
     Route("/extendedAgentCard", ("GET",), _empty,
           lambda service, req, ctx: service.get_extended_card(ctx)),
 ]
 
 
-def _check_version() -> None:
+def _check_version(route_version: str) -> None:
     raw = requested_version()
-    if raw is not None and raw.strip() and normalise_version(raw) != VERSION:
+    if raw is not None and raw.strip() and normalise_version(raw) != route_version:
         supported = ", ".join(supported_versions())
         raise VersionNotSupportedError(
-            f"A2A-Version {raw.strip()} is not served on the 1.0 REST binding; "
-            f"this server speaks {supported}",
+            f"A2A-Version {raw.strip()} is not served on the {route_version} REST routes; "
+            f"this server speaks {supported} (0.3 REST lives under /v1)",
             metadata={"requestedVersion": raw.strip(), "supportedVersions": supported},
         )
 
@@ -180,7 +186,7 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
     def view(tenant: str = "", **path: str) -> Response:
         headers: Dict[str, str] = {}
         try:
-            _check_version()
+            _check_version(route.version)
             extensions, echo = negotiate_extensions(service.card)
             if echo:
                 headers["A2A-Extensions"] = echo
@@ -189,13 +195,13 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
                 parsed.tenant = tenant
             ctx = CallContext(
                 tenant=tenant or getattr(parsed, "tenant", "") or "",
-                dialect=VERSION,
+                dialect=route.version,
                 extensions=extensions,
                 last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
             )
             result = route.operation(service, parsed, ctx)
             if route.streaming:
-                return event_stream(result, render_event, _stream_error, headers)
+                return event_stream(result, route.render_event, _stream_error, headers)
             return Response(dumps(route.render(result)), mimetype="application/json",
                             headers=headers)
         except A2AError as exc:
@@ -232,11 +238,19 @@ def _unknown_route(**_: str) -> Response:
 
 
 def register_routes(bp: Blueprint, service: AgentService) -> None:
-    """Add every REST route, at ``/rest`` and ``/rest/<tenant>``, to an agent's blueprint."""
-    for index, route in enumerate(ROUTES):
-        view = _view(service, route)
-        for prefix in (REST_PATH, REST_PATH + "/<a2aid:tenant>"):
-            bp.add_url_rule(prefix + route.rule, f"rest_{index}_{'t' if '<' in prefix else 'r'}",
-                            view, methods=list(route.methods))
+    """Add every REST route to an agent's blueprint: 1.0 at ``/rest`` and
+    ``/rest/<tenant>``, the 0.3 flavour at ``/rest/v1``."""
+    from .dialects.rest03 import ROUTES as ROUTES_V03, V03_PREFIX
+
+    mounts = [(ROUTES_V03, (REST_PATH + V03_PREFIX,)),
+              (ROUTES, (REST_PATH, REST_PATH + "/<a2aid:tenant>"))]
+    count = 0
+    for routes, prefixes in mounts:
+        for route in routes:
+            view = _view(service, route)
+            for prefix in prefixes:
+                count += 1
+                bp.add_url_rule(prefix + route.rule, f"rest_{count}", view,
+                                methods=list(route.methods))
     bp.add_url_rule(REST_PATH + "/<path:rest>", "rest_unknown", _unknown_route,
                     methods=["GET", "POST", "PUT", "PATCH", "DELETE"])

@@ -150,7 +150,7 @@ class Server:
                                      start_new_session=True)
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 20.0) -> None:
+    def _wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

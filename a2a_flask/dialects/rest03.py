@@ -1,0 +1,229 @@
+"""The 0.3 flavour of HTTP+JSON, under ``<prefix>/rest/v1``: ProtoJSON of the 0.3 proto.
+
+Differences from 1.0 that matter on the wire: a message's parts are called
+``content``; parts are ``{text}``, ``{file: {fileWithUri|fileWithBytes,
+mimeType, name}}`` or ``{data: {data: {...}}}``; the canceled state is spelled
+``TASK_STATE_CANCELLED``; status events carry ``final``; push configs are
+``{name: "tasks/{id}/pushNotificationConfigs/{cid}", pushNotificationConfig}``
+with ``authentication.schemes``; ``configuration.blocking`` instead of
+``returnImmediately``; ``GET /v1/card`` serves the (extended) card.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, List, Tuple
+
+from .. import models as m
+from ..card import union_card
+from ..codec import decode, encode
+from ..errors import InvalidParamsError
+from ..rest import Route, json_body, op, query_params
+from ..service import AgentService, CallContext
+from .v03 import _drop_none, push_config_in
+
+VERSION = "0.3"
+V03_PREFIX = "/v1"
+
+_STATE_SPELLING = {"TASK_STATE_CANCELED": "TASK_STATE_CANCELLED"}
+
+
+# --------------------------------------------------------------- 0.3 REST -> 1.0 JSON
+
+
+def part_in(part: Any) -> Any:
+    if not isinstance(part, dict):
+        return part
+    common = _drop_none({"metadata": part.get("metadata")})
+    file = part.get("file")
+    if isinstance(file, dict):
+        return _drop_none({"raw": file.get("fileWithBytes"), "url": file.get("fileWithUri"),
+                           "mediaType": file.get("mimeType"), "filename": file.get("name"),
+                           **common})
+    data = part.get("data")
+    if isinstance(data, dict) and "text" not in part:
+        return {"data": data.get("data", {}), **common}
+    return part
+
+
+def message_in(message: Any) -> Any:
+    if not isinstance(message, dict):
+        return message
+    out = {k: v for k, v in message.items() if k != "content"}
+    content = message.get("content", message.get("parts"))
+    if isinstance(content, list):
+        out["parts"] = [part_in(p) for p in content]
+    return out
+
+
+# --------------------------------------------------------------- 1.0 JSON -> 0.3 REST
+
+
+def part_out(part: Dict[str, Any]) -> Dict[str, Any]:
+    common = _drop_none({"metadata": part.get("metadata")})
+    if "text" in part:
+        return {"text": part["text"], **common}
+    if "raw" in part or "url" in part:
+        file = _drop_none({"fileWithBytes": part.get("raw"), "fileWithUri": part.get("url"),
+                           "mimeType": part.get("mediaType"), "name": part.get("filename")})
+        return {"file": file, **common}
+    data = part.get("data")
+    return {"data": {"data": data if isinstance(data, dict) else {"value": data}}, **common}
+
+
+def message_out(message: Dict[str, Any]) -> Dict[str, Any]:
+    out = {k: v for k, v in message.items() if k not in ("parts", "referenceTaskIds")}
+    out["content"] = [part_out(p) for p in message.get("parts", [])]
+    return out
+
+
+def status_out(status: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(status)
+    out["state"] = _STATE_SPELLING.get(status["state"], status["state"])
+    if "message" in status:
+        out["message"] = message_out(status["message"])
+    return out
+
+
+def artifact_out(artifact: Dict[str, Any]) -> Dict[str, Any]:
+    return {**artifact, "parts": [part_out(p) for p in artifact.get("parts", [])]}
+
+
+def task_out(task: m.Task) -> Dict[str, Any]:
+    body = encode(task)
+    out = dict(body)
+    out["status"] = status_out(body["status"])
+    if "artifacts" in body:
+        out["artifacts"] = [artifact_out(a) for a in body["artifacts"]]
+    if "history" in body:
+        out["history"] = [message_out(msg) for msg in body["history"]]
+    return out
+
+
+def event_out(item: Tuple[int, Any]) -> Dict[str, Any]:
+    """A 0.3 StreamResponse object."""
+    _, event = item
+    if isinstance(event, m.Task):
+        return {"task": task_out(event)}
+    body = encode(event)
+    if isinstance(event, m.Message):
+        return {"message": message_out(body)}
+    if isinstance(event, m.TaskStatusUpdateEvent):
+        state = event.status.state
+        return {"statusUpdate": {**body, "status": status_out(body["status"]),
+                                 "final": state.terminal or state.interrupted}}
+    return {"artifactUpdate": {**body, "artifact": artifact_out(body["artifact"])}}
+
+
+def send_result_out(result: Any) -> Dict[str, Any]:
+    if isinstance(result, m.Message):
+        return {"message": message_out(encode(result))}
+    return {"task": task_out(result)}
+
+
+def push_config_out(config: m.TaskPushNotificationConfig) -> Dict[str, Any]:
+    body = encode(config)
+    inner = _drop_none({"id": body.get("id"), "url": body.get("url"), "token": body.get("token")})
+    auth = body.get("authentication")
+    if auth:
+        inner["authentication"] = _drop_none({"schemes": [auth.get("scheme", "")],
+                                              "credentials": auth.get("credentials")})
+    return {"name": f"tasks/{config.task_id}/pushNotificationConfigs/{config.id}",
+            "pushNotificationConfig": inner}
+
+
+def push_list_out(response: m.ListTaskPushNotificationConfigsResponse) -> Dict[str, Any]:
+    return {"configs": [push_config_out(c) for c in response.configs],
+            "nextPageToken": response.next_page_token}
+
+
+# --------------------------------------------------------------- requests
+
+
+def _send(_: Dict[str, str]) -> m.SendMessageRequest:
+    body = json_body()
+    v1: Dict[str, Any] = {"message": message_in(body.get("message", body.get("request"))),
+                          "metadata": body.get("metadata")}
+    config = body.get("configuration")
+    if isinstance(config, dict):
+        v1_config: Dict[str, Any] = {k: config.get(k)
+                                     for k in ("acceptedOutputModes", "historyLength")}
+        if config.get("blocking") is False:
+            v1_config["returnImmediately"] = True
+        if config.get("pushNotification") is not None:
+            v1_config["taskPushNotificationConfig"] = push_config_in(
+                config["pushNotification"], "", "configuration.pushNotification")
+        v1["configuration"] = _drop_none(v1_config)
+    return decode(m.SendMessageRequest, _drop_none(v1))
+
+
+def _get_task(path: Dict[str, str]) -> m.GetTaskRequest:
+    return decode(m.GetTaskRequest, {**query_params(m.GetTaskRequest), "id": path["id"]})
+
+
+def _by_id(cls: type) -> Any:
+    return lambda path: cls(id=path["id"])
+
+
+def _create_push(path: Dict[str, str]) -> m.TaskPushNotificationConfig:
+    body = json_body()
+    config = body.get("pushNotificationConfig", body.get("config", body))
+    if isinstance(config, dict) and "pushNotificationConfig" in config:
+        config = config["pushNotificationConfig"]  # {config: {name, pushNotificationConfig}}
+    if not isinstance(config, dict):
+        raise InvalidParamsError("pushNotificationConfig must be an object",
+                                 violations=[("pushNotificationConfig", "must be an object")])
+    return decode(m.TaskPushNotificationConfig,
+                  push_config_in(config, path["task_id"], "pushNotificationConfig"))
+
+
+def _push_ref(path: Dict[str, str]) -> m.TaskPushConfigRequest:
+    return m.TaskPushConfigRequest(task_id=path["task_id"], id=path["config_id"])
+
+
+def _list_push(path: Dict[str, str]) -> m.ListTaskPushNotificationConfigsRequest:
+    return m.ListTaskPushNotificationConfigsRequest(task_id=path["task_id"])
+
+
+def _card(service: AgentService, request: Any, ctx: CallContext) -> m.AgentCard:
+    """0.3's GetAgentCard: the extended card where there is one, else the public card."""
+    if service.card.capabilities.extended_agent_card and service.extended_card is not None:
+        return service.get_extended_card(ctx)
+    card = service.card
+    if not card.supported_interfaces and service.interfaces is not None:
+        card = dataclasses.replace(card, supported_interfaces=service.interfaces())
+    return card
+
+
+def _tasks_out(response: m.ListTasksResponse) -> Dict[str, Any]:
+    return {"tasks": [task_out(t) for t in response.tasks],
+            "nextPageToken": response.next_page_token, "totalSize": response.total_size}
+
+
+def _list_query(_: Dict[str, str]) -> m.ListTasksRequest:
+    return decode(m.ListTasksRequest, query_params(m.ListTasksRequest))
+
+
+def _route(rule: str, methods: tuple, build: Any, operation: Any, render: Any = None,
+           streaming: bool = False) -> Route:
+    return Route(rule, methods, build, operation, render or task_out, streaming,
+                 render_event=event_out, version=VERSION)
+
+
+ROUTES: List[Route] = [
+    _route("/message:send", ("POST",), _send, op("send_message"), send_result_out),
+    _route("/message:stream", ("POST",), _send, op("send_streaming_message"), streaming=True),
+    _route("/tasks", ("GET",), _list_query, op("list_tasks"), _tasks_out),
+    _route("/tasks/<a2aid:id>", ("GET",), _get_task, op("get_task")),
+    _route("/tasks/<a2aid:id>:cancel", ("POST",), _by_id(m.CancelTaskRequest), op("cancel_task")),
+    _route("/tasks/<a2aid:id>:subscribe", ("GET", "POST"), _by_id(m.SubscribeToTaskRequest),
+           op("subscribe_to_task"), streaming=True),
+    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("POST",), _create_push,
+           op("create_push_config"), push_config_out),
+    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("GET",), _list_push,
+           op("list_push_configs"), push_list_out),
+    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("GET",),
+           _push_ref, op("get_push_config"), push_config_out),
+    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("DELETE",),
+           _push_ref, op("delete_push_config"), lambda _: {}),
+    _route("/card", ("GET",), lambda _: None, _card, lambda card: union_card(encode(card))),
+]
