@@ -37,10 +37,16 @@ def requested_version() -> Optional[str]:
 def requested_extensions() -> List[str]:
     """Extension URIs the client activated (``A2A-Extensions`` or the 0.3 ``X-`` header)."""
     uris: List[str] = []
-    for header in EXTENSIONS_HEADERS:
-        for value in request.headers.getlist(header):
+    for key in _EXTENSIONS_ENVIRON_KEYS:
+        # WSGI servers join repeated header lines into one comma-separated value,
+        # so one environ lookup sees them all (getlist would scan the environ).
+        value = request.environ.get(key)
+        if value:
             uris.extend(u.strip() for u in value.split(",") if u.strip())
     return uris
+
+
+_EXTENSIONS_ENVIRON_KEYS = tuple("HTTP_" + h.upper().replace("-", "_") for h in EXTENSIONS_HEADERS)
 
 
 def negotiate_extensions(card: AgentCard) -> Tuple[List[str], Optional[str]]:
