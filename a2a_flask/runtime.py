@@ -387,12 +387,15 @@ class Runtime:
             self.store.wait(task_id, record.seq, remaining)
 
     def follow(self, task_id: str, after_seq: int, heartbeat: float) -> Iterator[Optional[LogEntry]]:
-        """Log entries after ``after_seq`` as they come; ``None`` every idle ``heartbeat``.
+        """Log entries after ``after_seq`` as they come, and ``None`` at each pause.
 
-        Ends after an event that closes a stream, or when the task is terminal
-        and fully read.
+        A pause is "nothing more is available right now": after a run of
+        entries (so a consumer can send them in one write) and every idle
+        ``heartbeat``.  Ends after an event that closes a stream, or when the
+        task is terminal and fully read.
         """
         idle_since = time.monotonic()
+        pending = False
         while True:
             entries = self.store.read(task_id, after_seq)
             for entry in entries:
@@ -403,7 +406,11 @@ class Runtime:
                     return
             if entries:
                 idle_since = time.monotonic()
+                pending = True
                 continue
+            if pending:
+                yield None
+                pending = False
             record = self.store.load(task_id)
             if record is None or (record.state.terminal and record.seq <= after_seq):
                 return

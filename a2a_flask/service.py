@@ -45,7 +45,8 @@ from .models import (
 from .runtime import Run, Runtime
 from .stores.base import Event, TaskQuery, TaskRecord
 
-#: One item of a stream: ``(sequence number, event)``, or ``None`` for a keep-alive.
+#: One item of a stream: ``(sequence number, event)``, or ``None`` for a pause
+#: (nothing more right now: send what you have, or a keep-alive if that is nothing).
 StreamItem = Optional[Tuple[int, Event]]
 ExtendedCard = Union[AgentCard, Callable[["CallContext"], AgentCard]]
 
@@ -220,6 +221,7 @@ class AgentService:
             yield from self._follow(started.task_id, 0, history_length)
         else:
             yield (started.seq, view(started.task, history_length))
+            yield None  # the snapshot goes out at once
             yield from self._follow(started.task.id, started.seq, history_length)
 
     def _follow(self, task_id: str, after_seq: int,
@@ -289,6 +291,7 @@ class AgentService:
     def _subscription(self, record: TaskRecord, resume_from: Optional[int]) -> Iterator[StreamItem]:
         if resume_from is None:
             yield (record.seq, record.task)
+            yield None  # the snapshot goes out at once
             resume_from = record.seq
         yield from self._follow(record.task.id, resume_from, None)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any, Callable, Iterable, Iterator, List, Optional
 
 from flask import Response
 
@@ -81,21 +81,29 @@ def event_stream(
 
     def body() -> Iterator[bytes]:
         yield OPENING
+        # Events that are ready together leave in one write; a pause (None)
+        # sends them, or a keep-alive comment when there is nothing to send.
+        pending: List[bytes] = []
         try:
             for item in items:
-                if item is None:
+                if item is not None:
+                    data = render(item)
+                    if data is not None:
+                        pending.append(frame(data, item[0]))
+                elif pending:
+                    yield b"".join(pending)
+                    pending.clear()
+                else:
                     yield KEEPALIVE
-                    continue
-                data = render(item)
-                if data is not None:
-                    yield frame(data, item[0])
+            if pending:
+                yield b"".join(pending)
         except A2AError as exc:
-            yield frame(render_error(exc), event="error")
+            yield b"".join(pending) + frame(render_error(exc), event="error")
         except GeneratorExit:
             raise  # the client went away: only this subscription ends
         except Exception:
             log.exception("stream failed")
-            yield frame(render_error(InternalError()), event="error")
+            yield b"".join(pending) + frame(render_error(InternalError()), event="error")
         finally:
             close = getattr(items, "close", None)
             if close is not None:
