@@ -29,6 +29,12 @@ class Settings:
     blocking_timeout: float = 300.0
     #: Seconds a canceled executor may take to stop by itself before it is killed.
     cancel_grace: float = 5.0
+    #: Seconds a worker's claim on a running task lasts without renewal: a task whose
+    #: worker died is failed within about this time.  It must exceed the longest time
+    #: an executor holds the CPU without yielding (under gevent).
+    lease_ttl: float = 30.0
+    #: Seconds finished tasks are kept (0 keeps them forever).
+    task_ttl: float = 3600.0
     #: ``Cache-Control: max-age`` of the agent card, in seconds.
     card_max_age: int = 300
     #: Whether streams end at AUTH_REQUIRED (credentials may arrive out of band).
@@ -52,7 +58,10 @@ class Settings:
         settings = cls(**values)
         settings.url_prefix = "/" + settings.url_prefix.strip("/") if settings.url_prefix.strip("/") else ""
         settings.public_url = settings.public_url.rstrip("/")
-        for name in ("sse_keepalive", "blocking_timeout", "cancel_grace"):
+        settings.task_ttl = float(settings.task_ttl)
+        if settings.task_ttl < 0:
+            raise ValueError(f"A2A_TASK_TTL must be >= 0, got {settings.task_ttl}")
+        for name in ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl"):
             value = float(getattr(settings, name))
             if value <= 0:
                 raise ValueError(f"A2A_{name.upper()} must be positive, got {value}")

@@ -49,6 +49,11 @@ class AgentState:
     def store(self) -> TaskStore:
         return self.service.store
 
+    def close(self) -> None:
+        """Stop the background keeper and close the store (tests, app shutdown)."""
+        self.service.runtime.close()
+        self.store.close()
+
     def base_url(self) -> str:
         """Scheme, host and mount point clients use to reach this agent."""
         root = self.settings.public_url or request.host_url.rstrip("/") + request.script_root
@@ -123,7 +128,8 @@ class A2A:
                 invoke(executor, run)
 
         runtime = Runtime(store, run_in_app, cancel_grace=settings.cancel_grace,
-                          close_on_auth_required=settings.close_stream_on_auth_required)
+                          close_on_auth_required=settings.close_stream_on_auth_required,
+                          lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl)
         service = AgentService(self.card, runtime, blocking_timeout=settings.blocking_timeout,
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
         state = AgentState(self.name, settings, service, CardRenderer(self.card, self.endpoints()))
@@ -143,6 +149,8 @@ class A2A:
 
     def _blueprint(self, state: AgentState) -> Blueprint:
         bp = Blueprint(f"a2a_{self.name}", __name__, url_prefix=state.settings.url_prefix or None)
+        # Each worker process needs its keeper (leases, orphans, retention) running.
+        bp.before_request(state.service.runtime.ensure_keeper)
 
         def rpc() -> Response:
             return jsonrpc.handle(state.service)

@@ -30,8 +30,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import socket
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from .concurrency import Worker
@@ -46,6 +49,8 @@ from .models import (
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
+    format_timestamp,
+    new_id,
     utc_now,
 )
 from .stores.base import Event, LogEntry, SequenceConflict, TaskRecord, TaskStore
@@ -132,8 +137,6 @@ def closes_stream(event: Event, *, close_on_auth_required: bool = True) -> bool:
 
 def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message:
     """A one-part text message from the agent."""
-    from .models import new_id
-
     return Message(message_id=new_id(), role=Role.AGENT, parts=[Part(text=text)],
                    task_id=task_id, context_id=context_id)
 
@@ -255,12 +258,20 @@ class Runtime:
     """Starts runs, applies changes, cancels, and waits on tasks for one agent."""
 
     def __init__(self, store: TaskStore, invoke: Callable[[Run], None], *,
-                 cancel_grace: float = 5.0, close_on_auth_required: bool = True) -> None:
+                 cancel_grace: float = 5.0, close_on_auth_required: bool = True,
+                 lease_ttl: float = 30.0, task_ttl: float = 0.0) -> None:
         self.store = store
         self._invoke = invoke
         self.cancel_grace = cancel_grace
         self.close_on_auth_required = close_on_auth_required
+        self.lease_ttl = lease_ttl
+        self.task_ttl = task_ttl
         self._runs: Dict[str, Run] = {}
+        self._keeper_pid = 0
+        self._keeper_lock = threading.Lock()
+        self._last_purge = 0.0
+        self._closed = False
+        self.owner = ""
 
     # -- writing
 
@@ -271,6 +282,8 @@ class Runtime:
             if record is None:
                 raise TaskNotFoundError(metadata={"taskId": task_id})
             events = build(record)
+            if not events:
+                return record
             task = record.task
             for event in events:
                 task = apply_event(task, event)
@@ -327,7 +340,9 @@ class Runtime:
         return updated
 
     def _launch(self, run: Run) -> None:
+        self.ensure_keeper()
         self._runs[run.task_id] = run
+        self.store.acquire_lease(run.task_id, self.owner, self.lease_ttl)
 
         def target() -> None:
             try:
@@ -336,8 +351,92 @@ class Runtime:
                 run.finished.set()
                 if self._runs.get(run.task_id) is run:
                     del self._runs[run.task_id]
+                    self._release(run.task_id)
 
         run.worker = Worker(target, name=f"a2a-task-{run.task_id}")
+
+    def _release(self, task_id: str) -> None:
+        if self.store.closed:
+            return
+        try:
+            self.store.release_lease(task_id, self.owner)
+        except Exception:  # the lease then expires; the reaper finds a finished task
+            log.exception("could not release the lease of task %s", task_id)
+
+    # -- the keeper: leases, remote cancels, orphans, retention
+
+    def ensure_keeper(self) -> None:
+        """Start this process's keeper if it has none (after a fork, a new one)."""
+        pid = os.getpid()
+        if self._keeper_pid == pid:
+            return
+        with self._keeper_lock:
+            if self._keeper_pid == pid:
+                return
+            self._keeper_pid = pid
+            self.owner = f"{socket.gethostname()}:{pid}:{new_id()[:8]}"
+            self._runs = {}  # runs of a parent process do not run here
+            Worker(self._keep, name="a2a-keeper")
+
+    def _keep(self) -> None:
+        tick = min(1.0, self.lease_ttl / 3)
+        while True:
+            time.sleep(tick)
+            if self._closed or self.store.closed or self._keeper_pid != os.getpid():
+                return
+            try:
+                self.tend()
+            except Exception:  # a store hiccup must not end the keeper
+                log.exception("a2a keeper round failed")
+
+    def tend(self) -> None:
+        """One keeper round, run every second or so in each process.
+
+        Renews the leases of the runs here; stops runs whose task was canceled
+        by another process; fails tasks whose runner died (lease expired); and
+        every minute deletes terminal tasks older than the task TTL.
+        """
+        runs = list(self._runs.values())
+        self.store.renew_leases(self.owner, [run.task_id for run in runs], self.lease_ttl)
+        for run in runs:
+            if not run.cancel_requested and run.record is not None:
+                record = self.store.load(run.task_id)
+                if record is not None and record.state is TaskState.CANCELED:
+                    run.cancel_requested = True
+                    self._force_stop_later(run)
+        for task_id in self.store.expired_leases():
+            self._fail_orphan(task_id)
+        now = time.monotonic()
+        if self.task_ttl and now - self._last_purge >= 60:
+            self._last_purge = now
+            cutoff = datetime.now(timezone.utc) - timedelta(seconds=self.task_ttl)
+            purged = self.store.purge(format_timestamp(cutoff))
+            if purged:
+                log.info("purged %d finished tasks older than %ss", purged, self.task_ttl)
+
+    def close(self) -> None:
+        """Stop this process's keeper (the store is closed separately)."""
+        self._closed = True
+
+    def _fail_orphan(self, task_id: str) -> None:
+        """Fail a task whose runner stopped renewing its lease (killed worker, lost host)."""
+        def build(current: TaskRecord) -> List[Event]:
+            state = current.state
+            if state.terminal or state.interrupted or task_id in self._runs:
+                return []
+            message = agent_message(
+                "The worker running this task stopped (its lease expired); the task failed "
+                "and can be sent again.", task_id, current.task.context_id)
+            status = TaskStatus(state=TaskState.FAILED, message=message, timestamp=utc_now())
+            return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
+
+        try:
+            record = self.commit(task_id, build)
+        except TaskNotFoundError:
+            record = None
+        if record is not None and record.state is TaskState.FAILED:
+            log.warning("task %s failed: its runner's lease expired", task_id)
+        self.store.release_lease(task_id, None)
 
     def local_run(self, task_id: str) -> Optional[Run]:
         return self._runs.get(task_id)

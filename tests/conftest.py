@@ -52,7 +52,7 @@ def make_app(tmp_path) -> Callable[..., Flask]:
     yield factory
     for app in created:
         for state in app.extensions.get("a2a", {}).values():
-            state.store.close()
+            state.close()
 
 
 @pytest.fixture

@@ -91,6 +91,9 @@ class TaskPage:
 class TaskStore(ABC):
     """Persistence for tasks, event logs and push configs (see module docstring)."""
 
+    #: Set by :meth:`close`; background work on a closed store stops.
+    closed: bool = False
+
     @abstractmethod
     def create(self, record: TaskRecord, first_event: Event) -> None:
         """Store a new task whose log starts with ``first_event`` at ``record.seq``."""
@@ -134,8 +137,34 @@ class TaskStore(ABC):
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Remove a config; removing a missing one is not an error."""
 
-    def close(self) -> None:  # noqa: B027 (optional hook, not abstract)
+    # -- leases: the process running a task's executor holds one and renews it
+
+    @abstractmethod
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        """Record that ``owner`` runs the task, until ``ttl`` seconds from now."""
+
+    @abstractmethod
+    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
+        """Push the expiry of ``owner``'s leases on these tasks ``ttl`` seconds ahead."""
+
+    @abstractmethod
+    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        """The run ended: drop the lease if ``owner`` still holds it (None: whoever does)."""
+
+    @abstractmethod
+    def expired_leases(self) -> List[str]:
+        """Tasks whose lease ran out: their runner stopped without releasing it."""
+
+    # -- retention
+
+    @abstractmethod
+    def purge(self, updated_before: str) -> int:
+        """Delete terminal tasks last updated before the timestamp (with logs,
+        push configs and leases); return how many went."""
+
+    def close(self) -> None:
         """Release files and connections."""
+        self.closed = True
 
 
 # ----------------------------------------------------------- shared paging

@@ -6,7 +6,8 @@ with one worker, or pick a shared store (``shelve://`` on one host).
 from __future__ import annotations
 
 import threading
-from typing import Dict, List, Optional
+import time
+from typing import Dict, List, Optional, Tuple
 
 from ..concurrency import Notifier
 from ..models import Task, TaskPushNotificationConfig
@@ -29,6 +30,7 @@ class MemoryStore(TaskStore):
         self._records: Dict[str, TaskRecord] = {}
         self._logs: Dict[str, List[LogEntry]] = {}
         self._push: Dict[str, Dict[str, TaskPushNotificationConfig]] = {}
+        self._leases: Dict[str, Tuple[str, float]] = {}
         self._lock = threading.Lock()
         self._notifier = Notifier()
 
@@ -85,3 +87,31 @@ class MemoryStore(TaskStore):
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         with self._lock:
             self._push.get(task_id, {}).pop(config_id, None)
+
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        self._leases[task_id] = (owner, time.time() + ttl)
+
+    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
+        expires = time.time() + ttl
+        for task_id in task_ids:
+            if self._leases.get(task_id, (None,))[0] == owner:
+                self._leases[task_id] = (owner, expires)
+
+    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        if owner is None or self._leases.get(task_id, (None,))[0] == owner:
+            self._leases.pop(task_id, None)
+
+    def expired_leases(self) -> List[str]:
+        now = time.time()
+        return [task_id for task_id, (_, expires) in list(self._leases.items()) if expires < now]
+
+    def purge(self, updated_before: str) -> int:
+        with self._lock:
+            gone = [task_id for task_id, record in self._records.items()
+                    if record.state.terminal and record.updated_at < updated_before]
+            for task_id in gone:
+                del self._records[task_id]
+                self._logs.pop(task_id, None)
+                self._push.pop(task_id, None)
+                self._leases.pop(task_id, None)
+        return len(gone)

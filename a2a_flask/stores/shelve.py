@@ -16,6 +16,7 @@ import dbm.dumb
 import fcntl
 import os
 import shelve as shelve_module
+import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..concurrency import Notifier
@@ -135,3 +136,41 @@ class ShelveStore(TaskStore):
             configs = db.get("p:" + task_id, {})
             if configs.pop(config_id, None) is not None:
                 db["p:" + task_id] = configs
+
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        with self._shelf(write=True) as db:
+            db["l:" + task_id] = (owner, time.time() + ttl)
+
+    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
+        expires = time.time() + ttl
+        with self._shelf(write=True) as db:
+            for task_id in task_ids:
+                if db.get("l:" + task_id, (None,))[0] == owner:
+                    db["l:" + task_id] = (owner, expires)
+
+    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        with self._shelf(write=True) as db:
+            lease = db.get("l:" + task_id)
+            if lease is not None and (owner is None or lease[0] == owner):
+                del db["l:" + task_id]
+
+    def expired_leases(self) -> List[str]:
+        now = time.time()
+        with self._shelf() as db:
+            return [key[2:] for key in list(db.keys())
+                    if key.startswith("l:") and db[key][1] < now]
+
+    def purge(self, updated_before: str) -> int:
+        with self._shelf(write=True) as db:
+            gone = []
+            for key in [k for k in list(db.keys()) if k.startswith("t:")]:
+                record: TaskRecord = db[key]
+                if record.state.terminal and record.updated_at < updated_before:
+                    gone.append(record)
+            for record in gone:
+                task_id = record.task.id
+                for seq in range(1, record.seq + 1):
+                    db.pop(f"e:{task_id}:{seq}", None)
+                for prefix in ("t:", "p:", "l:"):
+                    db.pop(prefix + task_id, None)
+        return len(gone)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from typing import Any, List, Optional
 
 from ..concurrency import Notifier
@@ -52,6 +53,11 @@ CREATE TABLE IF NOT EXISTS events (
     seq INTEGER NOT NULL,
     event TEXT NOT NULL,
     PRIMARY KEY (task_id, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS leases (
+    task_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS push_configs (
     task_id TEXT NOT NULL,
@@ -195,7 +201,42 @@ class SQLiteStore(TaskStore):
         with self._transaction() as db:
             db.execute("DELETE FROM push_configs WHERE task_id=? AND id=?", (task_id, config_id))
 
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?)",
+                       (task_id, owner, time.time() + ttl))
+
+    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
+        if not task_ids:
+            return
+        expires = time.time() + ttl
+        with self._transaction() as db:
+            db.executemany("UPDATE leases SET expires=? WHERE task_id=? AND owner=?",
+                           [(expires, task_id, owner) for task_id in task_ids])
+
+    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM leases WHERE task_id=? AND (owner=? OR ? IS NULL)",
+                       (task_id, owner, owner))
+
+    def expired_leases(self) -> List[str]:
+        rows = self._query("SELECT task_id FROM leases WHERE expires<?", (time.time(),))
+        return [task_id for (task_id,) in rows]
+
+    def purge(self, updated_before: str) -> int:
+        terminal = tuple(_TERMINAL)
+        marks = ",".join("?" * len(terminal))
+        with self._transaction() as db:
+            gone = [task_id for (task_id,) in db.execute(
+                f"SELECT id FROM tasks WHERE updated_at<? AND state IN ({marks})",
+                (updated_before, *terminal))]
+            for table, column in (("events", "task_id"), ("push_configs", "task_id"),
+                                  ("leases", "task_id"), ("tasks", "id")):
+                db.executemany(f"DELETE FROM {table} WHERE {column}=?", [(t,) for t in gone])
+        return len(gone)
+
     def close(self) -> None:
+        super().close()
         with self._lock:
             self._db.close()
 
