@@ -120,7 +120,7 @@ class A2A:
                                "pass name=... to give each agent its own")
         settings = Settings.from_config(app.config, **self._overrides)
         store = self._store if isinstance(self._store, TaskStore) else open_store(
-            self._store or settings.store)
+            self._store or settings.store, task_ttl=settings.task_ttl)
         executor = self._executor
 
         def run_in_app(run: Run) -> None:

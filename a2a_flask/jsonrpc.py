@@ -115,9 +115,10 @@ def handle(service: AgentService) -> Response:
         )
         answering = method.choose(service, parsed, ctx) if method.choose else method
         result = method.call(service, parsed, ctx)
-        if method.streaming:
+        if answering.streaming:
             rid = request_id
-            render_event = (answering.stream_renderer or dialect.stream_renderer)()
+            render_event = (answering.stream_renderer or dialect.stream_renderer)(
+                service.stream_context())
             return event_stream(
                 result,
                 lambda item: _envelope(rid, render_event(item)),

@@ -23,7 +23,7 @@ from werkzeug.routing import BaseConverter
 
 from . import models as m
 from .codec import field_specs, decode, encode
-from .dialects import normalise_version, supported_versions
+from .dialects import StreamRenderer, normalise_version, supported_versions
 from .dialects.v1 import render_event, render_send_result
 from .errors import (
     A2AError,
@@ -141,7 +141,7 @@ class Route:
     operation: Callable[[AgentService, Any, CallContext], Any]
     render: Callable[[Any], Any] = encode
     streaming: bool = False
-    render_event: Callable[[Any], Any] = render_event
+    stream_renderer: StreamRenderer = lambda stream: render_event
     version: str = VERSION
 
 
@@ -201,7 +201,8 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
             )
             result = route.operation(service, parsed, ctx)
             if route.streaming:
-                return event_stream(result, route.render_event, _stream_error, headers)
+                render = route.stream_renderer(service.stream_context())
+                return event_stream(result, render, _stream_error, headers)
             return Response(dumps(route.render(result)), mimetype="application/json",
                             headers=headers)
         except A2AError as exc:

@@ -473,6 +473,10 @@ class Runtime:
 
     # -- reading
 
+    def ends_stream(self, event: Event) -> bool:
+        """Whether a stream of this agent ends after ``event``."""
+        return closes_stream(event, close_on_auth_required=self.close_on_auth_required)
+
     def wait_settled(self, task_id: str, timeout: float) -> TaskRecord:
         """The record once it is terminal or interrupted, or as it is after ``timeout``."""
         deadline = time.monotonic() + timeout
@@ -500,8 +504,7 @@ class Runtime:
             for entry in entries:
                 yield entry
                 after_seq = entry.seq
-                if closes_stream(entry.event,
-                                 close_on_auth_required=self.close_on_auth_required):
+                if self.ends_stream(entry.event):
                     return
             if entries:
                 idle_since = time.monotonic()

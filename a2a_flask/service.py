@@ -55,6 +55,16 @@ DEFAULT_PAGE_SIZE = 50
 
 
 @dataclass
+class StreamContext:
+    """What a dialect's stream renderer may ask about the stream it renders."""
+
+    #: Whether an event is the last one of its stream (0.x ``final``).
+    final: Callable[[Event], bool]
+    #: The artifact ids of a task in order (0.1 numbers artifacts by position).
+    artifact_ids: Callable[[str], List[str]]
+
+
+@dataclass
 class CallContext:
     """Who is calling and how: filled by the binding from the HTTP request."""
 
@@ -126,6 +136,13 @@ class AgentService:
                 )
 
     # ----------------------------------------------------------- sending
+
+    def stream_context(self) -> StreamContext:
+        def artifact_ids(task_id: str) -> List[str]:
+            record = self.store.load(task_id)
+            return [a.artifact_id for a in record.task.artifacts] if record else []
+
+        return StreamContext(self.runtime.ends_stream, artifact_ids)
 
     def task_dialect(self, task_id: str, ctx: CallContext) -> str:
         """The protocol version the task was created with (dialects answer in it)."""

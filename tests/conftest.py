@@ -1,6 +1,8 @@
 """Shared fixtures: an app factory, the test client, stores, and real servers."""
 from __future__ import annotations
 
+import os
+import uuid
 from typing import Any, Callable, Optional
 
 import pytest
@@ -28,12 +30,29 @@ def echo(ctx):
     return ctx.text
 
 
-@pytest.fixture(params=["memory", "shelve", "sqlite"])
+@pytest.fixture(params=["memory", "shelve", "sqlite", "redis"])
 def store_url(request, tmp_path) -> str:
-    """Each test using it runs once per store backend."""
+    """Each test using it runs once per store backend (Redis: a key prefix of its own)."""
     if request.param == "memory":
         return "memory://"
+    if request.param == "redis":
+        prefix = f"a2atest-{uuid.uuid4().hex[:12]}"
+        request.addfinalizer(lambda: drop_redis_prefix(prefix))
+        return f"{REDIS_URL}?prefix={prefix}"
     return f"{request.param}://{tmp_path}/tasks"
+
+
+REDIS_URL = os.environ.get("A2A_TEST_REDIS", "redis://127.0.0.1:6379/15")
+
+
+def drop_redis_prefix(prefix: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(REDIS_URL)
+    keys = list(client.scan_iter(f"{prefix}:*"))
+    if keys:
+        client.delete(*keys)
+    client.close()
 
 
 @pytest.fixture

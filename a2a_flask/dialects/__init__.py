@@ -19,8 +19,9 @@ _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
 
 
 #: Makes the renderer of one stream: ``(seq, event)`` -> the JSON of one event, or
-#: None to skip it.  A factory, because some renderers remember earlier events.
-StreamRenderer = Callable[[], Callable[[Any], Optional[Any]]]
+#: None to skip it.  A factory (given the stream's StreamContext), because some
+#: renderers remember earlier events or ask about the task.
+StreamRenderer = Callable[[Any], Callable[[Any], Optional[Any]]]
 
 
 @dataclass

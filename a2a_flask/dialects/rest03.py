@@ -11,14 +11,14 @@ with ``authentication.schemes``; ``configuration.blocking`` instead of
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .. import models as m
 from ..card import union_card
 from ..codec import decode, encode
 from ..errors import InvalidParamsError
 from ..rest import Route, json_body, op, query_params
-from ..service import AgentService, CallContext
+from ..service import AgentService, CallContext, StreamContext
 from .v03 import _drop_none, push_config_in
 
 VERSION = "0.3"
@@ -30,15 +30,22 @@ _STATE_SPELLING = {"TASK_STATE_CANCELED": "TASK_STATE_CANCELLED"}
 # --------------------------------------------------------------- 0.3 REST -> 1.0 JSON
 
 
+def member(obj: Dict[str, Any], camel: str, snake: str) -> Optional[Any]:
+    """A member by its JSON name or its proto field name (ProtoJSON accepts both)."""
+    value = obj.get(camel)
+    return obj.get(snake) if value is None else value
+
+
 def part_in(part: Any) -> Any:
     if not isinstance(part, dict):
         return part
     common = _drop_none({"metadata": part.get("metadata")})
     file = part.get("file")
     if isinstance(file, dict):
-        return _drop_none({"raw": file.get("fileWithBytes"), "url": file.get("fileWithUri"),
-                           "mediaType": file.get("mimeType"), "filename": file.get("name"),
-                           **common})
+        return _drop_none({"raw": member(file, "fileWithBytes", "file_with_bytes"),
+                           "url": member(file, "fileWithUri", "file_with_uri"),
+                           "mediaType": member(file, "mimeType", "mime_type"),
+                           "filename": file.get("name"), **common})
     data = part.get("data")
     if isinstance(data, dict) and "text" not in part:
         return {"data": data.get("data", {}), **common}
@@ -99,7 +106,7 @@ def task_out(task: m.Task) -> Dict[str, Any]:
     return out
 
 
-def event_out(item: Tuple[int, Any]) -> Dict[str, Any]:
+def event_out(item: Tuple[int, Any], final: Callable[[Any], bool]) -> Dict[str, Any]:
     """A 0.3 StreamResponse object."""
     _, event = item
     if isinstance(event, m.Task):
@@ -108,9 +115,8 @@ def event_out(item: Tuple[int, Any]) -> Dict[str, Any]:
     if isinstance(event, m.Message):
         return {"message": message_out(body)}
     if isinstance(event, m.TaskStatusUpdateEvent):
-        state = event.status.state
         return {"statusUpdate": {**body, "status": status_out(body["status"]),
-                                 "final": state.terminal or state.interrupted}}
+                                 "final": final(event)}}
     return {"artifactUpdate": {**body, "artifact": artifact_out(body["artifact"])}}
 
 
@@ -145,13 +151,17 @@ def _send(_: Dict[str, str]) -> m.SendMessageRequest:
                           "metadata": body.get("metadata")}
     config = body.get("configuration")
     if isinstance(config, dict):
-        v1_config: Dict[str, Any] = {k: config.get(k)
-                                     for k in ("acceptedOutputModes", "historyLength")}
-        if config.get("blocking") is False:
-            v1_config["returnImmediately"] = True
-        if config.get("pushNotification") is not None:
+        v1_config: Dict[str, Any] = {
+            "acceptedOutputModes": member(config, "acceptedOutputModes", "accepted_output_modes"),
+            "historyLength": member(config, "historyLength", "history_length"),
+            # proto3 ``bool blocking`` has no presence: a configuration without it
+            # asks not to block (the SDK sends return_immediately that way).
+            "returnImmediately": not config.get("blocking", False),
+        }
+        push = member(config, "pushNotification", "push_notification")
+        if push is not None:
             v1_config["taskPushNotificationConfig"] = push_config_in(
-                config["pushNotification"], "", "configuration.pushNotification")
+                push, "", "configuration.pushNotification")
         v1["configuration"] = _drop_none(v1_config)
     return decode(m.SendMessageRequest, _drop_none(v1))
 
@@ -166,14 +176,19 @@ def _by_id(cls: type) -> Any:
 
 def _create_push(path: Dict[str, str]) -> m.TaskPushNotificationConfig:
     body = json_body()
-    config = body.get("pushNotificationConfig", body.get("config", body))
-    if isinstance(config, dict) and "pushNotificationConfig" in config:
-        config = config["pushNotificationConfig"]  # {config: {name, pushNotificationConfig}}
+    config = body.get("config", body)  # CreateTaskPushNotificationConfigRequest or the config
+    if isinstance(config, dict):
+        inner = member(config, "pushNotificationConfig", "push_notification_config")
+        if inner is not None:
+            config = inner  # TaskPushNotificationConfig {name, pushNotificationConfig}
     if not isinstance(config, dict):
         raise InvalidParamsError("pushNotificationConfig must be an object",
                                  violations=[("pushNotificationConfig", "must be an object")])
-    return decode(m.TaskPushNotificationConfig,
-                  push_config_in(config, path["task_id"], "pushNotificationConfig"))
+    shaped = push_config_in(config, path["task_id"], "pushNotificationConfig")
+    config_id = member(body, "configId", "config_id")
+    if "id" not in shaped and isinstance(config_id, str) and config_id:
+        shaped["id"] = config_id
+    return decode(m.TaskPushNotificationConfig, shaped)
 
 
 def _push_ref(path: Dict[str, str]) -> m.TaskPushConfigRequest:
@@ -206,7 +221,11 @@ def _list_query(_: Dict[str, str]) -> m.ListTasksRequest:
 def _route(rule: str, methods: tuple, build: Any, operation: Any, render: Any = None,
            streaming: bool = False) -> Route:
     return Route(rule, methods, build, operation, render or task_out, streaming,
-                 render_event=event_out, version=VERSION)
+                 stream_renderer=_stream_renderer, version=VERSION)
+
+
+def _stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:
+    return lambda item: event_out(item, stream.final)
 
 
 ROUTES: List[Route] = [

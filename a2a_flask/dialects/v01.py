@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 from .. import models as m
 from ..codec import decode, encode
 from ..errors import InvalidParamsError
-from ..service import AgentService, CallContext
+from ..service import AgentService, CallContext, StreamContext
 from . import Method
 from .v03 import _drop_none, _object, _params, message_in, push_config_in
 from .v1 import params_of
@@ -92,28 +92,30 @@ def task_out(task: m.Task) -> Dict[str, Any]:
     return out
 
 
-def stream_renderer() -> Callable[[Tuple[int, Any]], Optional[Dict[str, Any]]]:
-    """A renderer for one 0.1 stream: it numbers artifacts (0.1 ``index``) as they appear."""
+def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Optional[Dict[str, Any]]]:
+    """A renderer for one 0.1 stream: it numbers artifacts (0.1 ``index``) by their
+    position in the task, seeded from the task itself when a stream resumes midway."""
     indexes: Dict[str, int] = {}
 
-    def index_of(artifact_id: str) -> int:
+    def index_of(task_id: str, artifact_id: str) -> int:
+        if artifact_id not in indexes and not indexes:
+            for known in stream.artifact_ids(task_id):
+                indexes.setdefault(known, len(indexes))
         return indexes.setdefault(artifact_id, len(indexes))
 
     def render(item: Tuple[int, Any]) -> Optional[Dict[str, Any]]:
         _, event = item
         if isinstance(event, m.Task):
             for artifact in event.artifacts:
-                index_of(artifact.artifact_id)
-            state = event.status.state
+                indexes.setdefault(artifact.artifact_id, len(indexes))
             return {"id": event.id, "status": status_out(encode(event.status)),
-                    "final": state.terminal or state.interrupted}
+                    "final": stream.final(event)}
         if isinstance(event, m.TaskStatusUpdateEvent):
-            state = event.status.state
             return {"id": event.task_id, "status": status_out(encode(event.status)),
-                    "final": state.terminal or state.interrupted,
-                    **_drop_none({"metadata": event.metadata})}
+                    "final": stream.final(event), **_drop_none({"metadata": event.metadata})}
         if isinstance(event, m.TaskArtifactUpdateEvent):
-            shaped = artifact_out(encode(event.artifact), index_of(event.artifact.artifact_id),
+            shaped = artifact_out(encode(event.artifact),
+                                  index_of(event.task_id, event.artifact.artifact_id),
                                   event.append, event.last_chunk)
             return {"id": event.task_id, "artifact": shaped,
                     **_drop_none({"metadata": event.metadata})}
@@ -161,8 +163,9 @@ def parse_send(params: Any) -> SendTaskParams:
     config: Dict[str, Any] = _drop_none({"historyLength": params.get("historyLength"),
                                          "acceptedOutputModes": params.get("acceptedOutputModes")})
     if params.get("pushNotification") is not None:
-        config["taskPushNotificationConfig"] = push_config_in(
-            params["pushNotification"], "", "pushNotification")
+        push = push_config_in(params["pushNotification"], "", "pushNotification")
+        push["id"] = task_id  # 0.1 has one config per task, read back by the task id
+        config["taskPushNotificationConfig"] = push
     body = _drop_none({"message": message, "metadata": params.get("metadata"),
                        "configuration": config or None})
     return SendTaskParams(decode(m.SendMessageRequest, body), task_id)

@@ -8,12 +8,13 @@ share answer in the dialect the task was created in.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Tuple
+import dataclasses
+from typing import Any, Callable, Dict, List, Tuple
 
 from .. import models as m
 from ..codec import decode, encode
 from ..errors import InvalidParamsError, TaskNotFoundError
-from ..service import AgentService, CallContext
+from ..service import AgentService, CallContext, StreamContext
 from . import Dialect, Method, register
 from .v1 import params_of
 
@@ -152,7 +153,7 @@ def task_out(task: m.Task) -> Dict[str, Any]:
     return out
 
 
-def event_out(item: Tuple[int, Any]) -> Dict[str, Any]:
+def event_out(item: Tuple[int, Any], final: Callable[[Any], bool]) -> Dict[str, Any]:
     """One 0.3 stream result: Task, Message, status-update (with ``final``) or artifact-update."""
     _, event = item
     if isinstance(event, m.Task):
@@ -161,10 +162,8 @@ def event_out(item: Tuple[int, Any]) -> Dict[str, Any]:
         return message_out(encode(event))
     body = encode(event)
     if isinstance(event, m.TaskStatusUpdateEvent):
-        state = event.status.state
         return {"kind": "status-update", "taskId": body["taskId"], "contextId": body["contextId"],
-                "status": status_out(body["status"]),
-                "final": state.terminal or state.interrupted,
+                "status": status_out(body["status"]), "final": final(event),
                 **_drop_none({"metadata": body.get("metadata")})}
     out = {"kind": "artifact-update", **body, "artifact": artifact_out(body["artifact"])}
     return out
@@ -305,9 +304,14 @@ def _register() -> None:
     methods = dict(METHODS)
     methods.update(v01.METHODS)
     for name in ("tasks/get", "tasks/cancel", "tasks/resubscribe"):
-        methods[name] = Method(METHODS[name].parse, METHODS[name].call,
-                               choose=by_task_dialect(METHODS[name], v01.METHODS[name]))
-    register(Dialect(VERSION, methods, lambda: event_out), aliases=("0.2",))
+        shared = METHODS[name]
+        methods[name] = dataclasses.replace(
+            shared, choose=by_task_dialect(shared, v01.METHODS[name]))
+    register(Dialect(VERSION, methods, stream_renderer), aliases=("0.2",))
+
+
+def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:
+    return lambda item: event_out(item, stream.final)
 
 
 _register()

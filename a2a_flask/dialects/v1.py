@@ -72,5 +72,5 @@ METHODS = {
                                    encode),
 }
 
-DIALECT = Dialect(VERSION, METHODS, lambda: render_event)
+DIALECT = Dialect(VERSION, METHODS, lambda stream: render_event)
 register(DIALECT)

@@ -1,0 +1,336 @@
+"""A store in Redis: many workers on many hosts (``pip install a2a-flask[redis]``).
+
+Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
+
+``{p}:task:{id}``   hash: the record's fields and the JSON snapshot
+``{p}:log:{id}``    list: the event log, entry ``seq - 1`` is event ``seq``
+``{p}:idx:{tenant}:{owner}``  sorted set of task ids by status time (ListTasks)
+``{p}:push:{id}``   hash: push config id -> JSON
+``{p}:lease:{id}``  string: the runner, with a Redis expiry (renewed by the runner)
+``{p}:running``     set: tasks that have a runner (to find expired leases)
+``{p}:notify``      pub/sub channel: "task id seq" after every append
+
+Appends are one Lua script (compare-and-set on the sequence number, push the
+events, store the snapshot, index, publish), so they are atomic across hosts.
+Each process keeps one pub/sub subscription and wakes its local waiters; a
+waiter also re-reads every second, in case a message was lost on a reconnect.
+Finished tasks get a Redis expiry (the task TTL), so retention costs nothing.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import datetime
+from typing import Any, Dict, List, Optional
+from urllib.parse import parse_qs, urlsplit
+
+from ..concurrency import Notifier, Worker
+from ..models import TERMINAL_STATES, Task, TaskPushNotificationConfig
+from .base import (
+    Event,
+    LogEntry,
+    SequenceConflict,
+    StoreError,
+    TaskPage,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    decode_page_token,
+    encode_page_token,
+)
+from .serial import dump_config, dump_event, dump_task, load_config, load_event, load_task
+
+#: How often a waiter re-reads without a wake-up (seconds): a safety net only.
+SAFETY_POLL = 1.0
+
+_TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
+
+# KEYS: task, log, index, channel.  ARGV: expected seq, snapshot, state, updated_at,
+# score, task id, ttl seconds for terminal tasks (0 = none), events...
+_APPEND = """
+local seq = redis.call('HGET', KEYS[1], 'seq')
+if not seq then return -1 end
+if tonumber(seq) ~= tonumber(ARGV[1]) then return -2 end
+for i = 8, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local new = tonumber(ARGV[1]) + (#ARGV - 7)
+redis.call('HSET', KEYS[1], 'seq', new, 'snapshot', ARGV[2], 'state', ARGV[3],
+           'updated_at', ARGV[4])
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
+if tonumber(ARGV[7]) > 0 then
+  redis.call('EXPIRE', KEYS[1], ARGV[7])
+  redis.call('EXPIRE', KEYS[2], ARGV[7])
+end
+redis.call('PUBLISH', KEYS[4], ARGV[6] .. ' ' .. new)
+return new
+"""
+
+# KEYS: task, log, index, channel.  ARGV: fields (flattened pairs) ..., then the
+# first event, the score and the task id as the last three.
+_CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local n = #ARGV
+for i = 1, n - 3, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('RPUSH', KEYS[2], ARGV[n - 2])
+redis.call('ZADD', KEYS[3], ARGV[n - 1], ARGV[n])
+redis.call('PUBLISH', KEYS[4], ARGV[n] .. ' 1')
+return 1
+"""
+
+# KEYS: lease.  ARGV: owner, ttl ms.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+
+def _score(timestamp: str) -> float:
+    """A sorted-set score from our canonical timestamp (milliseconds since the epoch)."""
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
+
+
+class RedisStore(TaskStore):
+    """See the module docstring.  ``url`` is ``redis://host:port/db[?prefix=name]``."""
+
+    def __init__(self, url: str, *, task_ttl: float = 0.0) -> None:
+        try:
+            import redis
+        except ImportError:
+            raise StoreError("the redis store needs the redis package: "
+                             "pip install 'a2a-flask[redis]'") from None
+        query = parse_qs(urlsplit(url).query)
+        self.prefix = query.pop("prefix", ["a2a"])[0]
+        self.task_ttl = task_ttl
+        clean = url.split("?", 1)[0]
+        try:
+            # Typed Any: redis-py's return types are unions of sync and async forms.
+            self._redis: Any = redis.Redis.from_url(clean, socket_connect_timeout=5,
+                                                    health_check_interval=30)
+            self._redis.ping()
+        except redis.RedisError as exc:
+            raise StoreError(f"cannot reach the redis store at {clean}: {exc}") from exc
+        self._append = self._redis.register_script(_APPEND)
+        self._create = self._redis.register_script(_CREATE)
+        self._renew = self._redis.register_script(_RENEW)
+        self._notifier = Notifier()
+        self._listener_lock = threading.Lock()
+        self._listener_pid = 0
+
+    # ------------------------------------------------------------ keys
+
+    def _key(self, kind: str, task_id: str) -> str:
+        return f"{self.prefix}:{kind}:{task_id}"
+
+    def _index(self, tenant: str, owner: str) -> str:
+        return f"{self.prefix}:idx:{tenant}:{owner}"
+
+    @property
+    def _channel(self) -> str:
+        return f"{self.prefix}:notify"
+
+    @property
+    def _running(self) -> str:
+        return f"{self.prefix}:running"
+
+    # ------------------------------------------------------------ records
+
+    @staticmethod
+    def _record(fields: Dict[bytes, bytes]) -> TaskRecord:
+        def text(name: str) -> str:
+            return fields[name.encode()].decode()
+
+        return TaskRecord(load_task(text("snapshot")), int(text("seq")), text("tenant"),
+                          text("owner"), text("dialect"), text("created_at"))
+
+    def create(self, record: TaskRecord, first_event: Event) -> None:
+        task = record.task
+        fields = {"tenant": record.tenant, "owner": record.owner, "dialect": record.dialect,
+                  "context_id": task.context_id, "state": task.status.state.value,
+                  "created_at": record.created_at, "updated_at": record.updated_at,
+                  "seq": record.seq, "snapshot": dump_task(task)}
+        flat: List[Any] = [item for pair in fields.items() for item in pair]
+        created = self._create(
+            keys=[self._key("task", task.id), self._key("log", task.id),
+                  self._index(record.tenant, record.owner), self._channel],
+            args=[*flat, dump_event(first_event), _score(record.updated_at), task.id],
+        )
+        if not created:
+            raise SequenceConflict(task.id)
+
+    def load(self, task_id: str) -> Optional[TaskRecord]:
+        fields = self._redis.hgetall(self._key("task", task_id))
+        return self._record(fields) if fields else None
+
+    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+        tenant, owner, created = self._redis.hmget(self._key("task", task_id),
+                                                   "tenant", "owner", "created_at")
+        if tenant is None:
+            raise SequenceConflict(task_id)
+        state = task.status.state
+        updated = task.status.timestamp or created.decode()
+        ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
+        seq = self._append(
+            keys=[self._key("task", task_id), self._key("log", task_id),
+                  self._index(tenant.decode(), owner.decode()), self._channel],
+            args=[expected_seq, dump_task(task), state.value, updated, _score(updated), task_id,
+                  ttl, *[dump_event(e) for e in events]],
+        )
+        if seq < 0:
+            raise SequenceConflict(task_id)
+        if ttl:
+            self._redis.expire(self._key("push", task_id), ttl)
+        return int(seq)
+
+    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+        raw = self._redis.lrange(self._key("log", task_id), max(after_seq, 0), -1)
+        return [LogEntry(after_seq + 1 + i, load_event(text.decode()))
+                for i, text in enumerate(raw)]
+
+    # ------------------------------------------------------------ wake-ups
+
+    def _ensure_listener(self) -> None:
+        """One pub/sub subscription per process, fanning out to local waiters."""
+        pid = os.getpid()
+        if self._listener_pid == pid:
+            return
+        with self._listener_lock:
+            if self._listener_pid == pid:
+                return
+            self._listener_pid = pid
+            Worker(self._listen, name="a2a-redis-listener")
+
+    def _listen(self) -> None:
+        while not self.closed and self._listener_pid == os.getpid():
+            try:
+                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+                pubsub.subscribe(self._channel)
+                for message in pubsub.listen():
+                    if self.closed:
+                        break
+                    task_id = message["data"].decode().rsplit(" ", 1)[0]
+                    self._notifier.notify(task_id)
+                pubsub.close()
+            except Exception:  # reconnect; waiters re-read meanwhile (SAFETY_POLL)
+                time.sleep(0.5)
+
+    def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
+        self._ensure_listener()
+
+        def passed() -> bool:
+            seq, state = self._redis.hmget(self._key("task", task_id), "seq", "state")
+            return seq is None or int(seq) > after_seq or state.decode() in _TERMINAL
+
+        # Wake-ups come from the subscription; the clock as "version" makes the
+        # waiter re-read every SAFETY_POLL too, in case a message was lost.
+        self._notifier.wait_polling(task_id, passed, time.monotonic, timeout, SAFETY_POLL)
+
+    # ------------------------------------------------------------ listing
+
+    def list_tasks(self, query: TaskQuery) -> TaskPage:
+        ids = [i.decode() for i in self._redis.zrevrange(self._index(query.tenant, query.owner),
+                                                         0, -1)]
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id in ids:
+            pipe.hmget(self._key("task", task_id), "context_id", "state", "updated_at")
+        rows = pipe.execute() if ids else []
+        matching = []
+        for task_id, (context_id, state, updated) in zip(ids, rows):
+            if state is None:
+                continue  # expired: its index entry goes on the next purge
+            if query.context_id and context_id.decode() != query.context_id:
+                continue
+            if query.state is not None and state.decode() != query.state.value:
+                continue
+            if query.updated_after and updated.decode() < query.updated_after:
+                continue
+            matching.append((updated.decode(), task_id))
+        matching.sort(reverse=True)
+        rest = matching
+        if query.page_token:
+            cursor = decode_page_token(query.page_token)
+            rest = [key for key in matching if key < cursor]
+        page = rest[:query.page_size]
+        pipe = self._redis.pipeline(transaction=False)
+        for _, task_id in page:
+            pipe.hgetall(self._key("task", task_id))
+        records = [self._record(fields) for fields in (pipe.execute() if page else []) if fields]
+        more = len(rest) > query.page_size
+        return TaskPage(records, len(matching),
+                        encode_page_token(records[-1]) if more and records else "")
+
+    # ------------------------------------------------------------ push configs
+
+    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+        key = self._key("push", task_id)
+        order = self._key("pushorder", task_id)
+        pipe = self._redis.pipeline()
+        pipe.hset(key, config.id, dump_config(config))
+        pipe.zadd(order, {config.id: self._redis.time()[0]}, nx=True)
+        pipe.execute()
+
+    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+        ids = [i.decode() for i in self._redis.zrange(self._key("pushorder", task_id), 0, -1)]
+        if not ids:
+            return []
+        texts = self._redis.hmget(self._key("push", task_id), ids)
+        return [load_config(text.decode()) for text in texts if text is not None]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        pipe = self._redis.pipeline()
+        pipe.hdel(self._key("push", task_id), config_id)
+        pipe.zrem(self._key("pushorder", task_id), config_id)
+        pipe.execute()
+
+    # ------------------------------------------------------------ leases
+
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        pipe = self._redis.pipeline()
+        pipe.set(self._key("lease", task_id), owner, px=int(ttl * 1000))
+        pipe.sadd(self._running, task_id)
+        pipe.execute()
+
+    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
+        for task_id in task_ids:
+            self._renew(keys=[self._key("lease", task_id)], args=[owner, int(ttl * 1000)])
+
+    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        key = self._key("lease", task_id)
+        holder = self._redis.get(key)
+        if owner is None or holder is None or holder.decode() == owner:
+            pipe = self._redis.pipeline()
+            if owner is None or holder is not None:
+                pipe.delete(key)
+            pipe.srem(self._running, task_id)
+            pipe.execute()
+
+    def expired_leases(self) -> List[str]:
+        running = [i.decode() for i in self._redis.smembers(self._running)]
+        if not running:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id in running:
+            pipe.exists(self._key("lease", task_id))
+        return [task_id for task_id, alive in zip(running, pipe.execute()) if not alive]
+
+    # ------------------------------------------------------------ retention
+
+    def purge(self, updated_before: str) -> int:
+        """Finished tasks expire by themselves; this sweeps their index entries."""
+        gone = 0
+        cutoff = _score(updated_before)
+        for key in self._redis.scan_iter(f"{self.prefix}:idx:*"):
+            for raw in self._redis.zrangebyscore(key, "-inf", cutoff):
+                task_id = raw.decode()
+                state = self._redis.hget(self._key("task", task_id), "state")
+                if state is None or state.decode() in _TERMINAL:
+                    self._redis.delete(*(self._key(kind, task_id)
+                                         for kind in ("task", "log", "push", "pushorder")))
+                    self._redis.zrem(key, task_id)
+                    gone += 1
+        return gone
+
+    def close(self) -> None:
+        super().close()
+        self._redis.close()
