@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import multiprocessing
 import threading
 import time
-from typing import List
+from typing import List, Set
 
 import pytest
 
@@ -24,7 +25,10 @@ from a2a_flask.models import (
 )
 from a2a_flask.runtime import apply_event
 from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore
+from a2a_flask.stores.redis import RedisStore
 from a2a_flask.stores.base import SequenceConflict, TaskQuery, TaskRecord
+
+from .conftest import REDIS_URL, drop_redis_prefix
 
 S = TaskState
 
@@ -75,15 +79,29 @@ def ids(page) -> List[str]:
 
 
 def open_store(kind: str, path: str):
+    """A store of ``kind``; ``path`` names it (a file, or for Redis a key prefix)."""
     if kind == "memory":
         return MemoryStore()
+    if kind == "redis":
+        prefix = "a2atest-" + hashlib.sha1(path.encode()).hexdigest()[:12]
+        _REDIS_PREFIXES.add(prefix)
+        return RedisStore(f"{REDIS_URL}?prefix={prefix}")
     return ShelveStore(path) if kind == "shelve" else SQLiteStore(path)
 
 
-FILE_STORES = ["shelve", "sqlite"]
+#: Stores shared between processes (and, for Redis, hosts).
+SHARED_STORES = ["shelve", "sqlite", "redis"]
+_REDIS_PREFIXES: Set[str] = set()
 
 
-@pytest.fixture(params=["memory", *FILE_STORES])
+@pytest.fixture(autouse=True)
+def _drop_redis_keys():
+    yield
+    while _REDIS_PREFIXES:
+        drop_redis_prefix(_REDIS_PREFIXES.pop())
+
+
+@pytest.fixture(params=["memory", *SHARED_STORES])
 def store(request, tmp_path):
     made = open_store(request.param, str(tmp_path / "tasks"))
     yield made
@@ -335,10 +353,55 @@ def test_push_config_crud(store):
     assert [c.id for c in store.push_configs("t2")] == ["c"]
 
 
+# ================================================================ leases and retention
+
+
+def test_lease_lifecycle(store):
+    create(store, "t1")
+    store.acquire_lease("t1", "worker-a", 0.2)
+    assert store.expired_leases() == []
+    time.sleep(0.35)
+    assert store.expired_leases() == ["t1"]
+    store.renew_leases("worker-a", ["t1"], 5.0)
+    assert store.expired_leases() == []
+    store.release_lease("t1", "worker-b")  # not the holder: nothing happens
+    store.renew_leases("worker-a", ["t1"], 0.05)
+    time.sleep(0.2)
+    assert store.expired_leases() == ["t1"]
+    store.release_lease("t1", "worker-a")
+    assert store.expired_leases() == []
+
+
+def test_renewal_by_another_owner_does_not_extend_a_lease(store):
+    create(store, "t1")
+    store.acquire_lease("t1", "worker-a", 0.1)
+    store.renew_leases("worker-b", ["t1"], 10.0)
+    time.sleep(0.3)
+    assert store.expired_leases() == ["t1"]
+    store.release_lease("t1", None)  # the reaper drops it whoever held it
+    assert store.expired_leases() == []
+
+
+def test_purge_deletes_only_old_terminal_tasks(store):
+    create(store, "old-done", second=1)
+    append(store, "old-done", [status_event("old-done", S.COMPLETED, second=2)])
+    store.put_push_config("old-done", config("c"))
+    create(store, "old-running", second=1)
+    append(store, "old-running", [status_event("old-running", S.WORKING, second=2)])
+    create(store, "new-done", second=1)
+    append(store, "new-done", [status_event("new-done", S.COMPLETED, second=40)])
+    assert store.purge(stamp(30)) == 1
+    assert store.load("old-done") is None
+    assert store.read("old-done", 0) == []
+    assert store.push_configs("old-done") == []
+    assert store.load("old-running") is not None and store.load("new-done") is not None
+    assert sorted(ids(store.list_tasks(TaskQuery()))) == ["new-done", "old-running"]
+
+
 # ================================================================ file stores: persistence
 
 
-@pytest.mark.parametrize("kind", FILE_STORES)
+@pytest.mark.parametrize("kind", SHARED_STORES)
 def test_file_store_persists_across_reopening(tmp_path, kind):
     path = str(tmp_path / "persist" / "tasks")
     first = open_store(kind, path)
@@ -363,7 +426,7 @@ def test_file_store_persists_across_reopening(tmp_path, kind):
         second.close()
 
 
-@pytest.mark.parametrize("kind", FILE_STORES)
+@pytest.mark.parametrize("kind", SHARED_STORES)
 def test_two_instances_on_one_path_see_each_other(tmp_path, kind):
     path = str(tmp_path / "shared")
     left, right = open_store(kind, path), open_store(kind, path)
@@ -412,7 +475,7 @@ def _append_later(kind: str, path: str, task_id: str, delay: float) -> None:
     store.close()
 
 
-@pytest.mark.parametrize("kind", FILE_STORES)
+@pytest.mark.parametrize("kind", SHARED_STORES)
 def test_two_processes_appending_to_one_file_keep_a_dense_sequence(tmp_path, kind):
     path = str(tmp_path / "multi")
     store = open_store(kind, path)
@@ -447,7 +510,7 @@ def test_two_processes_appending_to_one_file_keep_a_dense_sequence(tmp_path, kin
     store.close()
 
 
-@pytest.mark.parametrize("kind", FILE_STORES)
+@pytest.mark.parametrize("kind", SHARED_STORES)
 def test_wait_notices_an_append_from_another_process(tmp_path, kind):
     path = str(tmp_path / "xproc")
     store = open_store(kind, path)

@@ -77,10 +77,17 @@ redis.call('PUBLISH', KEYS[4], ARGV[n] .. ' 1')
 return 1
 """
 
-# KEYS: lease.  ARGV: owner, ttl ms.
+# KEYS: lease, running set.  ARGV: owner, ttl ms, task id.  A lease that expired
+# but was not reaped yet (still in the running set) is taken back, as the other
+# stores do; one the reaper handled stays gone.
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not holder and redis.call('SISMEMBER', KEYS[2], ARGV[3]) == 1 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
 end
 return 0
 """
@@ -293,7 +300,8 @@ class RedisStore(TaskStore):
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         for task_id in task_ids:
-            self._renew(keys=[self._key("lease", task_id)], args=[owner, int(ttl * 1000)])
+            self._renew(keys=[self._key("lease", task_id), self._running],
+                        args=[owner, int(ttl * 1000), task_id])
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
         key = self._key("lease", task_id)

@@ -1,0 +1,118 @@
+"""The runtime's keeper: orphaned tasks fail, remote cancels stop runs, old tasks go."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from a2a_flask.models import Message, Part, Role, Task, TaskState, TaskStatus, utc_now
+from a2a_flask.runtime import Runtime
+from a2a_flask.stores import open_store
+from a2a_flask.stores.base import TaskRecord
+
+
+@pytest.fixture
+def shared(store_url):
+    """One store opened twice, as two worker processes would."""
+    first, second = open_store(store_url), open_store(store_url)
+    yield first, second
+    for store in (first, second):
+        store.close()
+
+
+def runtime_on(store, invoke=lambda run: None, **options) -> Runtime:
+    return Runtime(store, invoke, cancel_grace=0.2, **options)
+
+
+def working_task(store, task_id: str) -> None:
+    task = Task(id=task_id, context_id="ctx",
+                status=TaskStatus(state=TaskState.WORKING, timestamp=utc_now()),
+                history=[Message(message_id="m", role=Role.USER, parts=[Part(text="hi")])])
+    store.create(TaskRecord(task, 1), task)
+
+
+def test_a_task_whose_runner_stopped_renewing_fails_with_a_message(shared, store_url):
+    if store_url == "memory://":
+        pytest.skip("one process: the memory store has no other runner to lose")
+    dead_store, live_store = shared
+    working_task(dead_store, "orphan")
+    dead_store.acquire_lease("orphan", "dead-worker", 0.1)  # then the worker dies
+    time.sleep(0.3)
+    survivor = runtime_on(live_store)
+    survivor.owner = "live-worker"
+    survivor.tend()
+    record = live_store.load("orphan")
+    assert record.state is TaskState.FAILED
+    assert "lease expired" in record.task.status.message.parts[0].text
+    assert live_store.expired_leases() == []
+    survivor.tend()  # a second round changes nothing
+    assert live_store.load("orphan").seq == record.seq
+
+
+def test_a_live_runner_keeps_its_lease(make_app, store_url):
+    release = threading.Event()
+
+    def slow(ctx):
+        release.wait(5)
+        return "done"
+
+    app = make_app(slow, store=store_url, lease_ttl=0.3)
+    state = app.extensions["a2a"]["a2a"]
+    client = app.test_client()
+    body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": {"messageId": "m", "role": "ROLE_USER",
+                                   "parts": [{"text": "x"}]},
+                       "configuration": {"returnImmediately": True}}}
+    task_id = client.post("/a2a", json=body, headers={"A2A-Version": "1.0"}
+                          ).get_json()["result"]["task"]["id"]
+    time.sleep(0.8)  # several lease lifetimes; the keeper renews every 0.1 s
+    assert state.store.expired_leases() == []
+    assert state.store.load(task_id).state is not TaskState.FAILED
+    release.set()
+    deadline = time.monotonic() + 5
+    while state.store.load(task_id).state is not TaskState.COMPLETED:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_a_cancel_from_another_process_stops_the_run_here(shared, store_url):
+    if store_url == "memory://":
+        pytest.skip("one process: the memory store is not shared")
+    here_store, there_store = shared
+    started, stopped = threading.Event(), threading.Event()
+
+    def stubborn(ctx):
+        started.set()
+        while not ctx.cancelled:  # only the keeper can tell it, nothing here cancels
+            time.sleep(0.02)
+        stopped.set()
+
+    from a2a_flask.executor import invoke
+
+    here = runtime_on(here_store, lambda run: invoke(stubborn, run))
+    here.ensure_keeper = lambda: None  # type: ignore[method-assign]  (we call tend ourselves)
+    message = Message(message_id="m", role=Role.USER, parts=[Part(text="x")])
+    run = here.start_new(message, task_id="remote", context_id="ctx", tenant="", owner="",
+                         dialect="1.0", create_task=True)
+    assert started.wait(5)
+    runtime_on(there_store).cancel("remote")
+    run.is_cancelled = lambda: run.cancel_requested  # type: ignore[method-assign]
+    here.tend()
+    assert run.cancel_requested
+    assert stopped.wait(5)
+    assert here_store.load("remote").state is TaskState.CANCELED
+    here.close()
+
+
+def test_tend_purges_finished_tasks_older_than_the_ttl(shared):
+    store, _ = shared
+    working_task(store, "old")
+    runtime = runtime_on(store, task_ttl=0.5)
+    runtime.cancel("old")
+    runtime.tend()  # too young
+    assert store.load("old") is not None
+    time.sleep(0.6)
+    runtime._last_purge = 0.0  # the next round is a purge round
+    runtime.tend()
+    assert store.load("old") is None
