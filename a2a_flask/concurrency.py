@@ -22,6 +22,14 @@ def gevent_active() -> bool:
     return bool(monkey.is_module_patched("threading"))
 
 
+def cooperate() -> None:
+    """Let other greenlets run now (a no-op under threads, which the OS interleaves)."""
+    if gevent_active():
+        import gevent
+
+        gevent.sleep(0)
+
+
 class Worker:
     """A handle on detached work: a greenlet under gevent, a thread otherwise."""
 

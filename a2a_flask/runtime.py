@@ -37,7 +37,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from .concurrency import Worker
+from .concurrency import Worker, cooperate
 from .errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
 from .models import (
     Artifact,
@@ -166,6 +166,8 @@ class Run:
         self.decided = threading.Event()
         self.finished = threading.Event()
         self.cancel_requested = False
+        #: A stream waits for this run's first event: hand it over as soon as it exists.
+        self.streamed = False
         self.worker: Optional[Worker] = None
         self._lock = threading.Lock()
         self._checked_store_at = 0.0
@@ -208,7 +210,12 @@ class Run:
                 self.runtime.store.create(record, task)
                 self.record = record
                 self.decided.set()
-            return self.record
+                created = True
+            else:
+                created = False
+        if created and self.streamed:
+            cooperate()  # an executor that never blocks would hold the first event back
+        return self.record
 
     def set_status(self, state: TaskState, message: Optional[Message] = None,
                    metadata: Optional[Dict[str, Any]] = None) -> Task:
@@ -297,7 +304,8 @@ class Runtime:
     # -- runs
 
     def start_new(self, message: Message, *, task_id: str, context_id: str, tenant: str,
-                  owner: str, dialect: str, create_task: bool = False) -> Run:
+                  owner: str, dialect: str, create_task: bool = False,
+                  streamed: bool = False) -> Run:
         """Run the executor for a message that starts a new task (or a Message reply).
 
         ``create_task`` creates the task before the executor starts, for
@@ -305,6 +313,7 @@ class Runtime:
         """
         run = Run(self, message=message, task_id=task_id, context_id=context_id, tenant=tenant,
                   owner=owner, dialect=dialect, record=None)
+        run.streamed = streamed
         if create_task:
             run.ensure_task()
         self._launch(run)

@@ -149,7 +149,7 @@ class AgentService:
         return self._visible(task_id, ctx).dialect
 
     def _accept(self, request: SendMessageRequest, ctx: CallContext,
-                client_task_id: str = "") -> Union[Run, TaskRecord]:
+                client_task_id: str = "", streamed: bool = False) -> Union[Run, TaskRecord]:
         """Validate a send and start it: a new Run, or the record of a continued task.
 
         ``client_task_id`` is the 0.1 way: the client names the task, which is
@@ -183,7 +183,7 @@ class AgentService:
         message.task_id, message.context_id = task_id, context_id
         run = self.runtime.start_new(message, task_id=task_id, context_id=context_id,
                                      tenant=ctx.tenant, owner=ctx.owner, dialect=ctx.dialect,
-                                     create_task=bool(client_task_id))
+                                     create_task=bool(client_task_id), streamed=streamed)
         if config is not None and (config.return_immediately
                                    or config.task_push_notification_config is not None):
             # The task must exist before we answer or register a webhook (unless
@@ -224,7 +224,7 @@ class AgentService:
         self._require_streaming()
         config = request.configuration
         history_length = config.history_length if config else None
-        started = self._accept(request, ctx, client_task_id)
+        started = self._accept(request, ctx, client_task_id, streamed=True)
         return self._stream_started(started, history_length)
 
     def _stream_started(self, started: Union[Run, TaskRecord],
