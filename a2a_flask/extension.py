@@ -22,7 +22,8 @@ from .executor import Executor, invoke
 from .models import AgentCard
 from .runtime import Run, Runtime
 from .service import AgentService, ExtendedCard
-from .stores import TaskStore, open_store
+from .deploy import gunicorn_workers
+from .stores import MemoryStore, TaskStore, open_store
 
 log = logging.getLogger("a2a_flask")
 
@@ -121,6 +122,13 @@ class A2A:
         settings = Settings.from_config(app.config, **self._overrides)
         store = self._store if isinstance(self._store, TaskStore) else open_store(
             self._store or settings.store, task_ttl=settings.task_ttl)
+        workers = gunicorn_workers()
+        if isinstance(store, MemoryStore) and workers is not None and workers > 1:
+            log.warning(
+                "A2A agent %r uses the memory store under %d gunicorn workers: each worker "
+                "sees only its own tasks, so GetTask, streams and cancels will miss tasks "
+                "run by other workers. Set A2A_STORE to sqlite:///path (one host) or "
+                "redis://host:6379/0 (several hosts).", self.name, workers)
         executor = self._executor
 
         def run_in_app(run: Run) -> None:
