@@ -403,7 +403,8 @@ class Runtime:
 
         Renews the leases of the runs here; stops runs whose task was canceled
         by another process; fails tasks whose runner died (lease expired); and
-        every minute deletes terminal tasks older than the task TTL.
+        deletes terminal tasks older than the task TTL (every minute, or every
+        half TTL when that is shorter).
         """
         runs = list(self._runs.values())
         self.store.renew_leases(self.owner, [run.task_id for run in runs], self.lease_ttl)
@@ -416,7 +417,7 @@ class Runtime:
         for task_id in self.store.expired_leases():
             self._fail_orphan(task_id)
         now = time.monotonic()
-        if self.task_ttl and now - self._last_purge >= 60:
+        if self.task_ttl and now - self._last_purge >= min(60.0, max(1.0, self.task_ttl / 2)):
             self._last_purge = now
             cutoff = datetime.now(timezone.utc) - timedelta(seconds=self.task_ttl)
             purged = self.store.purge(format_timestamp(cutoff))
