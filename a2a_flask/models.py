@@ -15,6 +15,7 @@ out of the wire form while they hold their default (``""``, ``False``, ``[]``).
 from __future__ import annotations
 
 import enum
+import time
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -31,7 +32,8 @@ def new_id() -> str:
 
 def utc_now() -> str:
     """The current time as an RFC 3339 UTC timestamp with milliseconds and ``Z``."""
-    return format_timestamp(datetime.now(timezone.utc))
+    now = time.time()  # cheaper than datetime on the hot path (three calls per task)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%03dZ" % (int(now * 1000) % 1000)
 
 
 def format_timestamp(moment: datetime) -> str:
