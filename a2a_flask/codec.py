@@ -183,57 +183,95 @@ _TYPE_NAMES = {str: "a string", int: "an integer", bool: "a boolean", float: "a 
 
 
 def _decode(tp: Any, value: Any, path: str, errors: List[FieldViolation]) -> Any:
+    return _decoder(tp)(value, path, errors)
+
+
+# Like the encoders, decoders are built once per type from its hints, so that
+# parsing a request runs no typing introspection.
+Decoder = Callable[[Any, str, List[FieldViolation]], Any]
+_DECODERS: Dict[Any, Decoder] = {}
+
+
+def _decoder(tp: Any) -> Decoder:
+    found = _DECODERS.get(tp)
+    if found is None:
+        found = _DECODERS[tp] = _build_decoder(tp)
+    return found
+
+
+def _build_decoder(tp: Any) -> Decoder:
     origin = typing.get_origin(tp)
     if origin is typing.Union:  # Optional[X]
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _decode(inner[0], value, path, errors)
+        return _decoder([a for a in typing.get_args(tp) if a is not type(None)][0])
     if tp is Any:
-        return value
+        return lambda value, path, errors: value
     if origin in (list, List):
-        if not isinstance(value, list):
-            errors.append((path, "must be an array"))
-            return []
-        (item_tp,) = typing.get_args(tp)
-        return [_decode(item_tp, v, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+        item_tp = typing.get_args(tp)[0]
+
+        def decode_list(value: Any, path: str, errors: List[FieldViolation]) -> Any:
+            if not isinstance(value, list):
+                errors.append((path, "must be an array"))
+                return []
+            each = _decoder(item_tp)
+            return [each(v, f"{path}[{i}]", errors) for i, v in enumerate(value)]
+
+        return decode_list
     if origin in (dict, Dict):
-        if not isinstance(value, dict):
-            errors.append((path, "must be an object"))
-            return {}
-        _, val_tp = typing.get_args(tp)
-        return {k: _decode(val_tp, v, _join(path, k), errors) for k, v in value.items()}
+        val_tp = typing.get_args(tp)[1]
+
+        def decode_dict(value: Any, path: str, errors: List[FieldViolation]) -> Any:
+            if not isinstance(value, dict):
+                errors.append((path, "must be an object"))
+                return {}
+            each = _decoder(val_tp)
+            return {k: each(v, _join(path, k), errors) for k, v in value.items()}
+
+        return decode_dict
     if tp is Part:
-        return _decode_part(value, path, errors)
+        return _decode_part
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _decode_dataclass(tp, value, path, errors)
+        return lambda value, path, errors: _decode_dataclass(tp, value, path, errors)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return _decode_enum(tp, value, path, errors)
+        by_value = {member.value: member for member in tp}
+        return lambda value, path, errors: _decode_enum(tp, by_value, value, path, errors)
     if tp is bytes:
-        return _decode_bytes(value, path, errors)
+        return _decode_bytes
     if tp is int:
-        if isinstance(value, bool) or not isinstance(value, (int, str, float)):
-            errors.append((path, "must be an integer"))
-            return 0
-        try:
-            number = int(value)
-        except (ValueError, OverflowError):
-            errors.append((path, "must be an integer"))
-            return 0
-        if number != value and not isinstance(value, str):
-            errors.append((path, "must be an integer"))
-        if not -(2**31) <= number < 2**31:
-            errors.append((path, "is out of range"))
-        return number
+        return _decode_int
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            errors.append((path, "must be a number"))
-            return 0.0
-        return float(value)
+        return _decode_float
     if tp in (str, bool):
-        if type(value) is not tp:
-            errors.append((path, f"must be {_TYPE_NAMES[tp]}"))
-            return tp()
-        return value
+        def decode_exact(value: Any, path: str, errors: List[FieldViolation]) -> Any:
+            if type(value) is not tp:
+                errors.append((path, f"must be {_TYPE_NAMES[tp]}"))
+                return tp()
+            return value
+
+        return decode_exact
     raise TypeError(f"codec cannot decode {tp!r}")  # a bug in the models, not bad input
+
+
+def _decode_int(value: Any, path: str, errors: List[FieldViolation]) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str, float)):
+        errors.append((path, "must be an integer"))
+        return 0
+    try:
+        number = int(value)
+    except (ValueError, OverflowError):
+        errors.append((path, "must be an integer"))
+        return 0
+    if number != value and not isinstance(value, str):
+        errors.append((path, "must be an integer"))
+    if not -(2**31) <= number < 2**31:
+        errors.append((path, "is out of range"))
+    return number
+
+
+def _decode_float(value: Any, path: str, errors: List[FieldViolation]) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        errors.append((path, "must be a number"))
+        return 0.0
+    return float(value)
 
 
 def _decode_dataclass(cls: type, value: Any, path: str, errors: List[FieldViolation]) -> Any:
@@ -251,7 +289,7 @@ def _decode_dataclass(cls: type, value: Any, path: str, errors: List[FieldViolat
                 errors.append((where, "is required"))
             continue
         known = len(errors)
-        decoded = _decode(spec.type, raw, where, errors)
+        decoded = _decoder(spec.type)(raw, where, errors)
         if spec.required and len(errors) == known and (
                 decoded == "" or decoded == [] or _is_unspecified(decoded)):
             errors.append((where, "must not be empty or unspecified"))
@@ -263,16 +301,16 @@ def _is_unspecified(value: Any) -> bool:
     return isinstance(value, enum.Enum) and value.value.endswith("_UNSPECIFIED")
 
 
-def _decode_enum(cls: Type[enum.Enum], value: Any, path: str, errors: List[FieldViolation]) -> Any:
-    members = list(cls)
+def _decode_enum(cls: Type[enum.Enum], by_value: Dict[str, Any], value: Any, path: str,
+                 errors: List[FieldViolation]) -> Any:
     if isinstance(value, str):
-        for member in members:
-            if member.value == value:
-                return member
-    elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(members):
-        return members[value]  # ProtoJSON also accepts the enum number
-    errors.append((path, "must be one of " + ", ".join(m.value for m in members)))
-    return members[0]
+        member = by_value.get(value)
+        if member is not None:
+            return member
+    elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(by_value):
+        return list(cls)[value]  # ProtoJSON also accepts the enum number
+    errors.append((path, "must be one of " + ", ".join(by_value)))
+    return next(iter(cls))
 
 
 def _decode_bytes(value: Any, path: str, errors: List[FieldViolation]) -> bytes:
