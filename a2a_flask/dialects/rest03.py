@@ -19,7 +19,7 @@ from ..codec import decode, encode
 from ..errors import InvalidParamsError
 from ..rest import Route, json_body, op, query_params
 from ..service import AgentService, CallContext, StreamContext
-from .v03 import _drop_none, push_config_in
+from .v03 import _drop_none, push_config_in, push_inner_out
 
 VERSION = "0.3"
 V03_PREFIX = "/v1"
@@ -127,14 +127,8 @@ def send_result_out(result: Any) -> Dict[str, Any]:
 
 
 def push_config_out(config: m.TaskPushNotificationConfig) -> Dict[str, Any]:
-    body = encode(config)
-    inner = _drop_none({"id": body.get("id"), "url": body.get("url"), "token": body.get("token")})
-    auth = body.get("authentication")
-    if auth:
-        inner["authentication"] = _drop_none({"schemes": [auth.get("scheme", "")],
-                                              "credentials": auth.get("credentials")})
     return {"name": f"tasks/{config.task_id}/pushNotificationConfigs/{config.id}",
-            "pushNotificationConfig": inner}
+            "pushNotificationConfig": push_inner_out(config)}
 
 
 def push_list_out(response: m.ListTaskPushNotificationConfigsResponse) -> Dict[str, Any]:

@@ -16,6 +16,7 @@ from ..codec import decode, encode
 from ..errors import InvalidParamsError
 from ..service import AgentService, CallContext, StreamContext
 from . import Method
+from . import v03
 from .v03 import _drop_none, _object, _params, message_in, push_config_in
 from .v1 import params_of
 
@@ -38,15 +39,7 @@ _STATES_OUT = {
 
 
 def part_out(part: Dict[str, Any]) -> Dict[str, Any]:
-    common = _drop_none({"metadata": part.get("metadata")})
-    if "text" in part:
-        return {"type": "text", "text": part["text"], **common}
-    if "raw" in part or "url" in part:
-        file = _drop_none({"bytes": part.get("raw"), "uri": part.get("url"),
-                           "mimeType": part.get("mediaType"), "name": part.get("filename")})
-        return {"type": "file", "file": file, **common}
-    data = part.get("data")
-    return {"type": "data", "data": data if isinstance(data, dict) else {"value": data}, **common}
+    return v03.part_out(part, tag="type")
 
 
 def message_out(message: Dict[str, Any]) -> Dict[str, Any]:
@@ -56,12 +49,7 @@ def message_out(message: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def status_out(status: Dict[str, Any]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"state": _STATES_OUT.get(status.get("state", ""), "unknown")}
-    if "message" in status:
-        out["message"] = message_out(status["message"])
-    if "timestamp" in status:
-        out["timestamp"] = status["timestamp"]
-    return out
+    return v03.status_out(status, _STATES_OUT, message_out)
 
 
 def artifact_out(artifact: Dict[str, Any], index: int, append: bool = False,
@@ -125,13 +113,7 @@ def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Option
 
 
 def push_config_out(config: m.TaskPushNotificationConfig) -> Dict[str, Any]:
-    body = encode(config)
-    inner = _drop_none({"url": body.get("url"), "token": body.get("token")})
-    auth = body.get("authentication")
-    if auth:
-        inner["authentication"] = _drop_none({"schemes": [auth.get("scheme", "")],
-                                              "credentials": auth.get("credentials")})
-    return {"id": config.task_id, "pushNotificationConfig": inner}
+    return {"id": config.task_id, "pushNotificationConfig": v03.push_inner_out(config, False)}
 
 
 # --------------------------------------------------------------- requests

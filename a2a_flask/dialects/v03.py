@@ -107,17 +107,18 @@ def push_config_in(config: Any, task_id: str, where: str) -> Dict[str, Any]:
 # --------------------------------------------------------------- 1.0 JSON -> 0.3
 
 
-def part_out(part: Dict[str, Any]) -> Dict[str, Any]:
+def part_out(part: Dict[str, Any], tag: str = "kind") -> Dict[str, Any]:
+    """A 1.0 part in the 0.x shape; ``tag`` is the discriminator (0.1 calls it ``type``)."""
     common = _drop_none({"metadata": part.get("metadata")})
     if "text" in part:
-        return {"kind": "text", "text": part["text"], **common}
+        return {tag: "text", "text": part["text"], **common}
     if "raw" in part or "url" in part:
         file = _drop_none({"bytes": part.get("raw"), "uri": part.get("url"),
                            "mimeType": part.get("mediaType"), "name": part.get("filename")})
-        return {"kind": "file", "file": file, **common}
+        return {tag: "file", "file": file, **common}
     data = part.get("data")
-    # 0.3 data parts hold objects only; other JSON values are wrapped.
-    return {"kind": "data", "data": data if isinstance(data, dict) else {"value": data}, **common}
+    # 0.x data parts hold objects only; other JSON values are wrapped.
+    return {tag: "data", "data": data if isinstance(data, dict) else {"value": data}, **common}
 
 
 def message_out(message: Dict[str, Any]) -> Dict[str, Any]:
@@ -127,10 +128,13 @@ def message_out(message: Dict[str, Any]) -> Dict[str, Any]:
     return out
 
 
-def status_out(status: Dict[str, Any]) -> Dict[str, Any]:
-    out: Dict[str, Any] = {"state": _STATES_OUT.get(status.get("state", ""), "unknown")}
+def status_out(status: Dict[str, Any], states: Dict[str, str] = _STATES_OUT,
+               message: Callable[[Dict[str, Any]], Dict[str, Any]] = message_out
+               ) -> Dict[str, Any]:
+    """A 1.0 TaskStatus in the 0.x shape (0.1 passes its own states and messages)."""
+    out: Dict[str, Any] = {"state": states.get(status.get("state", ""), "unknown")}
     if "message" in status:
-        out["message"] = message_out(status["message"])
+        out["message"] = message(status["message"])
     if "timestamp" in status:
         out["timestamp"] = status["timestamp"]
     return out
@@ -175,14 +179,20 @@ def send_result_out(result: Any) -> Dict[str, Any]:
     return task_out(result)
 
 
-def push_config_out(config: m.TaskPushNotificationConfig) -> Dict[str, Any]:
+def push_inner_out(config: m.TaskPushNotificationConfig, with_id: bool = True) -> Dict[str, Any]:
+    """The 0.x PushNotificationConfig (``authentication.schemes`` as a list)."""
     body = encode(config)
-    inner = _drop_none({"id": body.get("id"), "url": body.get("url"), "token": body.get("token")})
+    inner = _drop_none({"id": body.get("id") if with_id else None, "url": body.get("url"),
+                        "token": body.get("token")})
     auth = body.get("authentication")
     if auth:
         inner["authentication"] = _drop_none({"schemes": [auth.get("scheme", "")],
                                               "credentials": auth.get("credentials")})
-    return {"taskId": config.task_id, "pushNotificationConfig": inner}
+    return inner
+
+
+def push_config_out(config: m.TaskPushNotificationConfig) -> Dict[str, Any]:
+    return {"taskId": config.task_id, "pushNotificationConfig": push_inner_out(config)}
 
 
 # --------------------------------------------------------------- requests
