@@ -151,17 +151,22 @@ class Server:
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gunicorn exited: {self.log_path.read_text()}")
-            try:
-                requests.get(self.url + "/.well-known/agent-card.json", timeout=1)
-                return
-            except requests.ConnectionError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError("gunicorn did not start in time")
+        """Wait for the card to answer; a slow first answer (workers booting on a busy
+        machine) is waited out, and gunicorn is stopped whenever start-up fails."""
+        try:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"gunicorn exited: {self.log_path.read_text()}")
+                try:
+                    requests.get(self.url + "/.well-known/agent-card.json", timeout=5)
+                    return
+                except (requests.ConnectionError, requests.Timeout):
+                    time.sleep(0.1)
+            raise RuntimeError("gunicorn did not start in time")
+        except BaseException:
+            self.stop()  # the constructor fails: nobody else could stop it
+            raise
 
     def rpc(self, method: str, params: Any = None, *, headers: Optional[dict] = None,
             timeout: float = 30, path: str = "/a2a") -> Dict[str, Any]:

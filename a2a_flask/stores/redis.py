@@ -46,8 +46,8 @@ SAFETY_POLL = 1.0
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
-# KEYS: task, log, index, channel.  ARGV: expected seq, snapshot, state, updated_at,
-# score, task id, ttl seconds for terminal tasks (0 = none), events...
+# KEYS: task, log, index, channel, push, push order.  ARGV: expected seq, snapshot,
+# state, updated_at, score, task id, ttl seconds for terminal tasks (0 = none), events...
 _APPEND = """
 local seq = redis.call('HGET', KEYS[1], 'seq')
 if not seq then return -1 end
@@ -58,8 +58,9 @@ redis.call('HSET', KEYS[1], 'seq', new, 'snapshot', ARGV[2], 'state', ARGV[3],
            'updated_at', ARGV[4])
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
 if tonumber(ARGV[7]) > 0 then
-  redis.call('EXPIRE', KEYS[1], ARGV[7])
-  redis.call('EXPIRE', KEYS[2], ARGV[7])
+  for i = 1, 6 do
+    if i ~= 3 and i ~= 4 then redis.call('EXPIRE', KEYS[i], ARGV[7]) end
+  end
 end
 redis.call('PUBLISH', KEYS[4], ARGV[6] .. ' ' .. new)
 return new
@@ -75,6 +76,17 @@ redis.call('RPUSH', KEYS[2], ARGV[n - 2])
 redis.call('ZADD', KEYS[3], ARGV[n - 1], ARGV[n])
 redis.call('PUBLISH', KEYS[4], ARGV[n] .. ' 1')
 return 1
+"""
+
+# KEYS: lease, running set.  ARGV: owner ('' for whoever holds it), task id.
+_RELEASE = """
+local holder = redis.call('GET', KEYS[1])
+if ARGV[1] == '' or not holder or holder == ARGV[1] then
+  if holder then redis.call('DEL', KEYS[1]) end
+  redis.call('SREM', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
 """
 
 # KEYS: lease, running set.  ARGV: owner, ttl ms, task id.  A lease that expired
@@ -121,6 +133,7 @@ class RedisStore(TaskStore):
         self._append = self._redis.register_script(_APPEND)
         self._create = self._redis.register_script(_CREATE)
         self._renew = self._redis.register_script(_RENEW)
+        self._release = self._redis.register_script(_RELEASE)
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
@@ -180,14 +193,13 @@ class RedisStore(TaskStore):
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
         seq = self._append(
             keys=[self._key("task", task_id), self._key("log", task_id),
-                  self._index(tenant.decode(), owner.decode()), self._channel],
+                  self._index(tenant.decode(), owner.decode()), self._channel,
+                  self._key("push", task_id), self._key("pushorder", task_id)],
             args=[expected_seq, dump_task(task), state.value, updated, _score(updated), task_id,
                   ttl, *[dump_event(e) for e in events]],
         )
         if seq < 0:
             raise SequenceConflict(task_id)
-        if ttl:
-            self._redis.expire(self._key("push", task_id), ttl)
         return int(seq)
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
@@ -275,7 +287,11 @@ class RedisStore(TaskStore):
         pipe = self._redis.pipeline()
         pipe.hset(key, config.id, dump_config(config))
         pipe.zadd(order, {config.id: self._redis.time()[0]}, nx=True)
-        pipe.execute()
+        pipe.ttl(self._key("task", task_id))
+        *_, task_ttl = pipe.execute()
+        if task_ttl and task_ttl > 0:  # a finished task: its configs go with it
+            self._redis.expire(key, task_ttl)
+            self._redis.expire(order, task_ttl)
 
     def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
         ids = [i.decode() for i in self._redis.zrange(self._key("pushorder", task_id), 0, -1)]
@@ -304,14 +320,9 @@ class RedisStore(TaskStore):
                         args=[owner, int(ttl * 1000), task_id])
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
-        key = self._key("lease", task_id)
-        holder = self._redis.get(key)
-        if owner is None or holder is None or holder.decode() == owner:
-            pipe = self._redis.pipeline()
-            if owner is None or holder is not None:
-                pipe.delete(key)
-            pipe.srem(self._running, task_id)
-            pipe.execute()
+        # One script: a lease another process took meanwhile is never dropped.
+        self._release(keys=[self._key("lease", task_id), self._running],
+                      args=[owner or "", task_id])
 
     def expired_leases(self) -> List[str]:
         running = [i.decode() for i in self._redis.smembers(self._running)]

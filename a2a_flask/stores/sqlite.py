@@ -76,19 +76,26 @@ class SQLiteStore(TaskStore):
         self.path = os.path.abspath(path)
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._connect()
             self._db.executescript(SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open sqlite store at {self.path}: {exc}") from exc
-        self._lock = threading.Lock()
         self._notifier = Notifier()
+
+    def _connect(self) -> None:
+        # A connection must not cross a fork (gunicorn --preload): each process opens its own.
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                   check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
 
     # ------------------------------------------------------------ plumbing
 
     def _query(self, sql: str, args: tuple = ()) -> List[Any]:
+        if self._pid != os.getpid():
+            self._connect()
         with self._lock:
             return self._db.execute(sql, args).fetchall()
 
@@ -251,6 +258,8 @@ class _Transaction:
         self._store = store
 
     def __enter__(self) -> sqlite3.Connection:
+        if self._store._pid != os.getpid():
+            self._store._connect()
         self._store._lock.acquire()
         try:
             self._store._db.execute("BEGIN IMMEDIATE")
