@@ -37,7 +37,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 import gevent
 import gevent.pool
@@ -248,21 +248,49 @@ def free_port() -> int:
 
 
 class BenchServer:
-    """gunicorn ``-k gevent -w 1`` serving bench_app on 127.0.0.1, pinned with taskset."""
+    """gunicorn ``-k gevent`` serving bench_app on 127.0.0.1, pinned with taskset.
 
-    def __init__(self, cpu: int, worker_connections: int, chunks: int) -> None:
+    ``cpu`` is a taskset CPU list (``0``, ``"0,1"``); ``store`` becomes ``FLASK_A2A_STORE``.
+    ``helper_pids`` are processes that serve the workers (a Redis server): their CPU
+    time is measured apart from the workers' and not counted as noise.
+    """
+
+    def __init__(self, cpu: Union[int, str], worker_connections: int, chunks: int, *,
+                 workers: int = 1, store: str = "memory://") -> None:
         self.port = free_port()
+        self.workers = workers
         self.log_file = tempfile.NamedTemporaryFile(prefix="a2a-bench-gunicorn-", suffix=".log",
                                                     delete=False)
-        env = {**os.environ, "BENCH_CHUNKS": str(chunks), "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "BENCH_CHUNKS": str(chunks), "PYTHONUNBUFFERED": "1",
+               "FLASK_A2A_STORE": store}
         self.proc = subprocess.Popen(self.command(cpu, worker_connections), cwd=ROOT, env=env,
                                      stdout=self.log_file, stderr=subprocess.STDOUT,
                                      start_new_session=True)
-        self.worker_pid = 0
+        self.worker_pids: List[int] = []
+        self.helper_pids: List[int] = []
         self.keep_log = False
 
-    def command(self, cpu: int, worker_connections: int) -> List[str]:
-        cmd = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", "1",
+    @property
+    def worker_pid(self) -> int:
+        """The (first) worker's pid; 0 before :meth:`wait_ready`."""
+        return self.worker_pids[0] if self.worker_pids else 0
+
+    def cpu_seconds(self) -> float:
+        """CPU time of all workers together."""
+        return sum(cpu_seconds(pid) for pid in self.worker_pids)
+
+    def helper_cpu_seconds(self) -> float:
+        """CPU time of the helper processes (0 when there are none or they are gone)."""
+        total = 0.0
+        for pid in self.helper_pids:
+            try:
+                total += cpu_seconds(pid)
+            except OSError:
+                pass
+        return total
+
+    def command(self, cpu: Union[int, str], worker_connections: int) -> List[str]:
+        cmd = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", str(self.workers),
                "-b", f"{HOST}:{self.port}", "--worker-connections", str(worker_connections),
                "--backlog", "4096", "--keep-alive", "10", "--timeout", "120",
                "--graceful-timeout", "3", "--log-level", "warning",
@@ -276,15 +304,15 @@ class BenchServer:
         return cmd
 
     def wait_ready(self, timeout: float = 30.0) -> None:
-        """Wait until the card answers and exactly one worker process exists."""
+        """Wait until the card answers and all ``workers`` worker processes exist."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("gunicorn exited:\n" + self.log_tail())
             if self._card_ok():
                 workers = children_of(self.proc.pid)
-                if len(workers) == 1:
-                    self.worker_pid = workers[0]
+                if len(workers) == self.workers:
+                    self.worker_pids = sorted(workers)
                     return
             gevent.sleep(0.1)
         raise RuntimeError("gunicorn did not become ready:\n" + self.log_tail())
@@ -310,7 +338,8 @@ class BenchServer:
         return "\n".join(text.splitlines()[-lines:])
 
     def worker_affinity(self) -> List[int]:
-        return sorted(os.sched_getaffinity(self.worker_pid)) if self.worker_pid else []
+        """CPUs any worker may run on."""
+        return sorted(set().union(*(os.sched_getaffinity(pid) for pid in self.worker_pids)))
 
     def stop(self) -> None:
         """SIGTERM the whole process group, then SIGKILL if it lingers."""
@@ -614,11 +643,12 @@ class RunResult:
     errors: int
     elapsed: float
     client_cpu: float    # fraction of one CPU used by the load generator
-    server_cpu: float    # fraction of one CPU used by the gunicorn worker
+    server_cpu: float    # fraction of one CPU used by the gunicorn worker(s)
     p50_ms: float
     p99_ms: float
     other_cpu: float = 0.0  # CPU used by other processes meanwhile (noise), fraction of one CPU
     steal: float = 0.0      # CPU stolen by the hypervisor meanwhile, fraction of one CPU
+    helper_cpu: float = 0.0  # CPU used by the server's helper processes (redis-server)
     first_error: str = ""
 
 
@@ -658,7 +688,7 @@ def load_worker(port: int, scenario: Scenario, deadline: float, stats: WorkerSta
 def measure(server: BenchServer, scenario: Scenario, concurrency: int, duration: float) -> RunResult:
     """Run ``concurrency`` closed-loop clients for ``duration`` seconds."""
     stats = [WorkerStats() for _ in range(concurrency)]
-    client0, server0 = own_cpu_seconds(), cpu_seconds(server.worker_pid)
+    client0, server0, helper0 = own_cpu_seconds(), server.cpu_seconds(), server.helper_cpu_seconds()
     machine0 = machine_cpu_seconds()
     start = time.perf_counter()
     deadline = start + duration
@@ -669,10 +699,12 @@ def measure(server: BenchServer, scenario: Scenario, concurrency: int, duration:
     finally:
         gevent.killall(greenlets, block=True, timeout=5)
     elapsed = time.perf_counter() - start
-    client, worker = own_cpu_seconds() - client0, cpu_seconds(server.worker_pid) - server0
+    client, worker = own_cpu_seconds() - client0, server.cpu_seconds() - server0
+    helper = server.helper_cpu_seconds() - helper0
     machine = [b - a for a, b in zip(machine0, machine_cpu_seconds())]
     result = summarize(stats, elapsed, client, worker)
-    result.other_cpu = max(0.0, machine[0] - client - worker) / elapsed
+    result.helper_cpu = helper / elapsed
+    result.other_cpu = max(0.0, machine[0] - client - worker - helper) / elapsed
     result.steal = machine[1] / elapsed
     return result
 
@@ -713,10 +745,12 @@ def prepare_run(server: BenchServer, cfg: Config) -> None:
 
 def noise_now(server: BenchServer, window: float = 0.5) -> float:
     """CPU used by other processes, plus CPU stolen by the hypervisor, over ``window`` seconds."""
-    (busy0, steal0), worker0, own0 = machine_cpu_seconds(), cpu_seconds(server.worker_pid), own_cpu_seconds()
+    (busy0, steal0), own0 = machine_cpu_seconds(), own_cpu_seconds()
+    worker0 = server.cpu_seconds() + server.helper_cpu_seconds()
     gevent.sleep(window)
     busy1, steal1 = machine_cpu_seconds()
-    other = (busy1 - busy0) - (cpu_seconds(server.worker_pid) - worker0) - (own_cpu_seconds() - own0)
+    worker = server.cpu_seconds() + server.helper_cpu_seconds() - worker0
+    other = (busy1 - busy0) - worker - (own_cpu_seconds() - own0)
     return (max(0.0, other) + (steal1 - steal0)) / window
 
 
@@ -1169,7 +1203,12 @@ def cpu_table(comparisons: List[Comparison]) -> str:
                        for f in ("client_cpu", "server_cpu")),
                      f"{_median_of(runs, 'other_cpu'):.0%}", f"{_median_of(runs, 'steal'):.0%}",
                      str(_errors(c))))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return format_table(rows)
+
+
+def format_table(rows: List[Tuple[str, ...]]) -> str:
+    """Rows of cells (the first one the header) as text: first column left, the rest right."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(" | ".join(cell.rjust(w) if i else cell.ljust(w)
                                 for i, (cell, w) in enumerate(zip(row, widths))) for row in rows)
 
@@ -1247,9 +1286,7 @@ def wrk_table(checks: List[WrkCheck]) -> str:
     for c in checks:
         rows.append((f"{c.path} c={c.concurrency} ({c.unit})", f"{c.wrk_rate:,.0f}", f"{c.own_rate:,.0f}",
                      f"{c.ratio:.0%}", f"{c.wrk_cpu:.0%}", f"{c.own_client_cpu:.0%}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join(" | ".join(cell.rjust(w) if i else cell.ljust(w)
-                                for i, (cell, w) in enumerate(zip(row, widths))) for row in rows)
+    return format_table(rows)
 
 
 def to_json(results: Results, cfg: Config) -> Dict[str, Any]:

@@ -9,9 +9,11 @@ Routes (all on one Flask app, one gunicorn gevent worker):
 * ``POST /bare/sse``   parses the body, streams ``BENCH_CHUNKS`` ``data:`` events (the SSE ceiling).
 * ``POST /bare/idle``  one ``data:`` event, then idles like a held stream (the held-stream ceiling).
 * ``POST /bench/release``  ends every hold executor (bench control, not part of A2A).
-* ``POST /bench/forget``   drops finished tasks from the in-memory stores, then runs
+* ``POST /bench/forget``   drops finished tasks from the agents' stores, then runs
   ``gc.collect()`` (bench control: runs start from an empty store).
 
+The store comes from the environment (``app.config.from_prefixed_env()``), for
+example ``FLASK_A2A_STORE=sqlite:///tmp/bench.db``; all three agents share it.
 Serve it by hand with::
 
     gunicorn -k gevent -w 1 -b 127.0.0.1:8000 --pythonpath bench bench_app:app
@@ -78,6 +80,8 @@ def hold(ctx: TaskContext) -> None:
 
 
 app = Flask(__name__)
+# FLASK_A2A_STORE=sqlite:///... (and any other FLASK_A2A_*) picks the store; default memory://.
+app.config.from_prefixed_env()
 echo_agent.init_app(app)
 chunk_agent.init_app(app)
 hold_agent.init_app(app)

@@ -22,17 +22,10 @@ from .v1 import params_of
 
 VERSION = "0.1"
 
-_STATES_OUT = {
-    "TASK_STATE_UNSPECIFIED": "unknown",
-    "TASK_STATE_SUBMITTED": "submitted",
-    "TASK_STATE_WORKING": "working",
-    "TASK_STATE_COMPLETED": "completed",
-    "TASK_STATE_FAILED": "failed",
-    "TASK_STATE_CANCELED": "canceled",
-    "TASK_STATE_INPUT_REQUIRED": "input-required",
-    "TASK_STATE_REJECTED": "failed",
-    "TASK_STATE_AUTH_REQUIRED": "input-required",
-}
+# 0.3's names, less the two states 0.1 does not have.
+_STATES_OUT = {**v03._STATES_OUT,
+               "TASK_STATE_REJECTED": "failed",
+               "TASK_STATE_AUTH_REQUIRED": "input-required"}
 
 
 # --------------------------------------------------------------- 1.0 JSON -> 0.1
