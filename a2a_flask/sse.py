@@ -90,6 +90,8 @@ def event_stream(
                     data = render(item)
                     if data is not None:
                         pending.append(frame(data, item[0]))
+                    # Parked streams are many: keep no rendered event alive in between.
+                    data = item = None
                 elif pending:
                     yield b"".join(pending)
                     pending.clear()

@@ -649,6 +649,7 @@ class RunResult:
     other_cpu: float = 0.0  # CPU used by other processes meanwhile (noise), fraction of one CPU
     steal: float = 0.0      # CPU stolen by the hypervisor meanwhile, fraction of one CPU
     helper_cpu: float = 0.0  # CPU used by the server's helper processes (redis-server)
+    cut: int = 0            # exchanges still unfinished when the run was cut (not counted)
     first_error: str = ""
 
 
@@ -685,8 +686,13 @@ def load_worker(port: int, scenario: Scenario, deadline: float, stats: WorkerSta
             conn.close()
 
 
-def measure(server: BenchServer, scenario: Scenario, concurrency: int, duration: float) -> RunResult:
-    """Run ``concurrency`` closed-loop clients for ``duration`` seconds."""
+def measure(server: BenchServer, scenario: Scenario, concurrency: int, duration: float,
+            grace: float = IO_TIMEOUT + 5) -> RunResult:
+    """Run ``concurrency`` closed-loop clients for ``duration`` seconds.
+
+    A client still inside an exchange ``grace`` seconds after the deadline is
+    cut off; that exchange is not counted (see ``RunResult.cut``).
+    """
     stats = [WorkerStats() for _ in range(concurrency)]
     client0, server0, helper0 = own_cpu_seconds(), server.cpu_seconds(), server.helper_cpu_seconds()
     machine0 = machine_cpu_seconds()
@@ -695,7 +701,8 @@ def measure(server: BenchServer, scenario: Scenario, concurrency: int, duration:
     greenlets = [gevent.spawn(load_worker, server.port, scenario, deadline, s, _NUMBERS)
                  for s in stats]
     try:
-        gevent.joinall(greenlets, timeout=duration + IO_TIMEOUT + 5)
+        gevent.joinall(greenlets, timeout=duration + grace)
+        cut = sum(not g.dead for g in greenlets)
     finally:
         gevent.killall(greenlets, block=True, timeout=5)
     elapsed = time.perf_counter() - start
@@ -704,6 +711,7 @@ def measure(server: BenchServer, scenario: Scenario, concurrency: int, duration:
     machine = [b - a for a, b in zip(machine0, machine_cpu_seconds())]
     result = summarize(stats, elapsed, client, worker)
     result.helper_cpu = helper / elapsed
+    result.cut = cut
     result.other_cpu = max(0.0, machine[0] - client - worker - helper) / elapsed
     result.steal = machine[1] / elapsed
     return result
