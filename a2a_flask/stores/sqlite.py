@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 from ..concurrency import Notifier
 from ..models import TERMINAL_STATES, Task, TaskPushNotificationConfig
@@ -86,7 +86,9 @@ class SQLiteStore(TaskStore):
         # A connection must not cross a fork (gunicorn --preload): each process opens its own.
         self._pid = os.getpid()
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+        # timeout=0: SQLite's own busy wait sleeps in C and would stall every
+        # greenlet of a gevent worker; _Transaction retries with a cooperative sleep.
+        self._db = sqlite3.connect(self.path, timeout=0, isolation_level=None,
                                    check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -96,8 +98,15 @@ class SQLiteStore(TaskStore):
     def _query(self, sql: str, args: tuple = ()) -> List[Any]:
         if self._pid != os.getpid():
             self._connect()
-        with self._lock:
-            return self._db.execute(sql, args).fetchall()
+        for pause in _backoff():
+            with self._lock:
+                try:
+                    return self._db.execute(sql, args).fetchall()
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc):
+                        raise
+            time.sleep(pause)  # readers rarely wait in WAL mode (recovery, checkpoints)
+        raise StoreError(f"sqlite store at {self.path} stayed busy for {BUSY_TIMEOUT}s")
 
     def _transaction(self) -> "_Transaction":
         return _Transaction(self)
@@ -251,6 +260,24 @@ class SQLiteStore(TaskStore):
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
 
+#: Longest wait for another process's write transaction (seconds).
+BUSY_TIMEOUT = 30.0
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "locked" in text or "busy" in text
+
+
+def _backoff() -> Iterator[float]:
+    """Pauses between retries: 0.5 ms doubling to 20 ms, for BUSY_TIMEOUT in all."""
+    deadline = time.monotonic() + BUSY_TIMEOUT
+    pause = 0.0005
+    while time.monotonic() < deadline:
+        yield pause
+        pause = min(pause * 2, 0.02)
+
+
 class _Transaction:
     """``with store._transaction() as db:`` an IMMEDIATE transaction under the lock."""
 
@@ -258,15 +285,24 @@ class _Transaction:
         self._store = store
 
     def __enter__(self) -> sqlite3.Connection:
-        if self._store._pid != os.getpid():
-            self._store._connect()
-        self._store._lock.acquire()
-        try:
-            self._store._db.execute("BEGIN IMMEDIATE")
-        except BaseException:
-            self._store._lock.release()
-            raise
-        return self._store._db
+        store = self._store
+        if store._pid != os.getpid():
+            store._connect()
+        for pause in _backoff():
+            store._lock.acquire()
+            try:
+                store._db.execute("BEGIN IMMEDIATE")
+                return store._db
+            except sqlite3.OperationalError as exc:
+                store._lock.release()
+                if not _is_busy(exc):
+                    raise
+            except BaseException:
+                store._lock.release()
+                raise
+            # Another process writes: wait without holding the lock or the CPU.
+            time.sleep(pause)
+        raise StoreError(f"sqlite store at {store.path} stayed locked for {BUSY_TIMEOUT}s")
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
         try:
