@@ -37,7 +37,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import (Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union)
 
 import gevent
 import gevent.pool
@@ -1203,7 +1204,7 @@ def cpu_table(comparisons: List[Comparison]) -> str:
     """Median CPU use (fraction of one CPU) per measurement: is the load generator the bottleneck?"""
     header = ("measure", "a2a client", "a2a server", "ceil client", "ceil server", "other procs",
               "steal", "errors")
-    rows = [header]
+    rows: List[Tuple[str, ...]] = [header]
     for c in comparisons:
         runs = c.a2a_runs + c.ceiling_runs
         rows.append((f"{c.measure} c={c.concurrency}",
@@ -1214,7 +1215,7 @@ def cpu_table(comparisons: List[Comparison]) -> str:
     return format_table(rows)
 
 
-def format_table(rows: List[Tuple[str, ...]]) -> str:
+def format_table(rows: Sequence[Sequence[str]]) -> str:
     """Rows of cells (the first one the header) as text: first column left, the rest right."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join(" | ".join(cell.rjust(w) if i else cell.ljust(w)

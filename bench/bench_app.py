@@ -10,7 +10,9 @@ Routes (all on one Flask app, one gunicorn gevent worker):
 * ``POST /bare/idle``  one ``data:`` event, then idles like a held stream (the held-stream ceiling).
 * ``POST /bench/release``  ends every hold executor (bench control, not part of A2A).
 * ``POST /bench/forget``   drops finished tasks from the agents' stores, then runs
-  ``gc.collect()`` (bench control: runs start from an empty store).
+  ``gc.collect()`` (bench control: runs start from an empty store); answers with
+  the worker's pid (with several workers, each has its own heap and memory store;
+  ``{"stall": 0.3}`` keeps this worker from accepting while the next call goes out).
 
 The store comes from the environment (``app.config.from_prefixed_env()``), for
 example ``FLASK_A2A_STORE=sqlite:///tmp/bench.db``; all three agents share it.
@@ -131,9 +133,27 @@ def release() -> Response:
 
 @app.post("/bench/forget")
 def forget() -> Response:
-    """Drop every finished task from the agents' stores, then collect garbage."""
+    """Drop every finished task from the agents' stores, then collect garbage (in this worker).
+
+    ``{"stall": s}`` then blocks the whole worker for ``s`` seconds (at most 2), so
+    that a connection opened meanwhile goes to another worker.
+    """
     dropped = sum(forget_finished(agent.store(app)) for agent in (echo_agent, chunk_agent, hold_agent))
-    return jsonify(forgotten=dropped, collected=gc.collect())
+    collected = gc.collect()
+    stall(min(2.0, float((request.get_json(silent=True) or {}).get("stall", 0))))
+    return jsonify(forgotten=dropped, collected=collected, pid=os.getpid())
+
+
+def stall(seconds: float) -> None:
+    """Block the worker process itself (not only this greenlet): it accepts nothing meanwhile."""
+    if seconds <= 0:
+        return
+    try:
+        from gevent.monkey import get_original
+
+        get_original("time", "sleep")(seconds)
+    except ImportError:
+        time.sleep(seconds)
 
 
 def forget_finished(store: TaskStore) -> int:

@@ -1,0 +1,849 @@
+#!/usr/bin/env python
+"""Benchmark a2a_flask's task stores, and one vs two gunicorn gevent workers on one store.
+
+Two phases, both reusing ``bench.py`` (its server, load generator, noise checks):
+
+* ``stores``: SendMessage req/s (echo agent, blocking) and SSE events/s (the
+  100-chunk agent) at concurrency 32 for each store (memory, shelve, sqlite,
+  redis), one gevent worker per store pinned to ``--server-cpu``, the load
+  generator pinned to ``--client-cpu``.  The stores' servers run side by side
+  and their runs alternate, so drift hits every store alike; each store's
+  median is shown with its ratio to the memory store's.
+* ``scale``: SendMessage req/s on one shared store (``--scale-store``, sqlite)
+  with ``-w 1`` against ``-w 2``, and the same on the memory store as a control
+  (its workers share nothing), per ``--placements`` (``shared``: workers and
+  generator all on every CPU; ``spread``: worker k pinned to CPU k, generator on
+  every CPU).  The load generator's CPU and every process's scheduler split
+  (running, waiting for a CPU, blocked) are measured, and the table shows the
+  ratio the CPUs would allow at ``-w 1``'s costs per request.
+
+Shelve and SQLite files live in a temporary directory removed at the end;
+Redis keys use a unique prefix in ``--redis-url``'s database and are deleted
+at the end.  Everything listens on 127.0.0.1.  See README.rst.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+import gevent
+
+import bench
+from bench import BenchServer, RunResult, Scenario, format_table, say
+
+STORES = ("memory", "shelve", "sqlite", "redis")
+PLACEMENTS = ("shared", "spread")
+PHASES = ("stores", "scale")
+TARGET_SCALE = 1.7
+#: /bench/forget on a big shelve store rewrites the shelf's index once per key it deletes.
+FORGET_TIMEOUT = 110.0
+WORKER_CONNECTIONS = 1024
+#: Rounds of /bench/forget calls before giving up on reaching every worker.
+FORGET_ATTEMPTS = 10
+#: How long a forget call stalls its worker so that the next call reaches another one (s).
+STALL_STEP = 0.3
+
+
+# ====================================================================== CLI
+
+
+@dataclass
+class Options:
+    """Command-line settings of this script (bench.py's own come from :func:`bench_config`)."""
+
+    stores: List[str]
+    phases: List[str]
+    duration: float
+    repeat: int
+    warmup: float
+    concurrency: int
+    sse_concurrency: int
+    chunks: int
+    redis_url: str
+    scale_store: str
+    scale_control: str
+    placements: List[str]
+    phase_timeout: float
+    grace: float
+    settle_timeout: float
+    server_cpu: int
+    client_cpu: int
+    max_other_cpu: float
+    noise_retries: int
+    quiet_wait: float
+    json_path: Optional[str]
+    quiet: bool
+
+
+def parse_args(argv: Optional[List[str]] = None) -> Options:
+    """Read the command line into :class:`Options`."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--stores", default=",".join(STORES), help="stores to compare (memory first)")
+    p.add_argument("--phases", default=",".join(PHASES), help=f"subset of {','.join(PHASES)}")
+    p.add_argument("--duration", type=float, default=3.0, help="seconds per measured run")
+    p.add_argument("--repeat", type=int, default=5, help="runs per figure (medians reported)")
+    p.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per server and scenario")
+    p.add_argument("--concurrency", type=int, default=32, help="SendMessage clients")
+    p.add_argument("--sse-concurrency", type=int, default=32, help="streaming clients")
+    p.add_argument("--chunks", type=int, default=100, help="chunks per stream")
+    p.add_argument("--redis-url", default="redis://127.0.0.1:6379/15",
+                   help="Redis database for the redis store (a unique key prefix is added)")
+    p.add_argument("--scale-store", choices=STORES[1:], default="sqlite",
+                   help="shared store of the 1 vs 2 workers phase")
+    p.add_argument("--scale-control", choices=("memory", "none"), default="memory",
+                   help="also run -w 1 vs -w 2 on this store as a control: memory shares no "
+                        "state between workers, so it shows what the machine allows")
+    p.add_argument("--placements", default="shared",
+                   help="CPU placements of the scale phase: shared, spread (comma list)")
+    p.add_argument("--phase-timeout", type=float, default=900.0, help="upper bound per phase (s)")
+    p.add_argument("--grace", type=float, default=5.0,
+                   help="after a run's deadline, seconds its clients may take to finish the "
+                        "exchange in progress; unfinished ones are cut and not counted")
+    p.add_argument("--settle-timeout", type=float, default=10.0,
+                   help="after a run, seconds to wait for the workers to go idle; a server "
+                        "still busy is restarted on a fresh store (its leftover work dropped)")
+    p.add_argument("--server-cpu", type=int, default=0, help="CPU of each store's worker")
+    p.add_argument("--client-cpu", type=int, default=1, help="CPU of the load generator (stores)")
+    p.add_argument("--max-other-cpu", type=float, default=0.15,
+                   help="a run during which other processes (plus steal) used more than this "
+                        "fraction of a CPU is noisy and repeated")
+    p.add_argument("--noise-retries", type=int, default=2, help="extra attempts for a noisy run")
+    p.add_argument("--quiet-wait", type=float, default=20.0,
+                   help="before each run, wait at most this long for other processes to go quiet")
+    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the results as JSON")
+    p.add_argument("--quiet", action="store_true", help="print only the final tables")
+    a = p.parse_args(argv)
+    opts = Options(
+        stores=_names(a.stores), phases=_names(a.phases), duration=a.duration, repeat=a.repeat,
+        warmup=a.warmup, concurrency=a.concurrency, sse_concurrency=a.sse_concurrency,
+        chunks=a.chunks, redis_url=a.redis_url, scale_store=a.scale_store,
+        scale_control=a.scale_control,
+        placements=_names(a.placements), phase_timeout=a.phase_timeout, grace=a.grace,
+        settle_timeout=a.settle_timeout, server_cpu=a.server_cpu,
+        client_cpu=a.client_cpu, max_other_cpu=a.max_other_cpu, noise_retries=a.noise_retries,
+        quiet_wait=a.quiet_wait, json_path=a.json_path, quiet=a.quiet)
+    check_options(p, opts)
+    return opts
+
+
+def _names(text: str) -> List[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def check_options(p: argparse.ArgumentParser, opts: Options) -> None:
+    """Reject unknown names and non-positive sizes."""
+    for kind, given, known in (("store", opts.stores, STORES), ("phase", opts.phases, PHASES),
+                               ("placement", opts.placements, PLACEMENTS)):
+        unknown = set(given) - set(known)
+        if unknown:
+            p.error(f"unknown {kind}(s): {', '.join(sorted(unknown))}")
+    if "stores" in opts.phases and (not opts.stores or opts.stores[0] != "memory"):
+        p.error("--stores must start with memory (the reference of the ratios)")
+    if min(opts.duration, opts.repeat, opts.concurrency, opts.sse_concurrency, opts.chunks) <= 0:
+        p.error("--duration, --repeat, --concurrency, --sse-concurrency and --chunks must be positive")
+
+
+def bench_config(opts: Options) -> bench.Config:
+    """bench.py's settings, as its helpers (``measure``, ``wait_for_quiet``) read them."""
+    return bench.parse_args([
+        "--duration", str(opts.duration), "--repeat", str(opts.repeat),
+        "--warmup", str(opts.warmup), "--concurrency", str(opts.concurrency),
+        "--sse-concurrency", str(opts.sse_concurrency), "--chunks", str(opts.chunks),
+        "--phases", "json,sse", "--max-other-cpu", str(opts.max_other_cpu),
+        "--noise-retries", str(opts.noise_retries), "--quiet-wait", str(opts.quiet_wait),
+        "--server-cpu", str(opts.server_cpu), "--client-cpu", str(opts.client_cpu),
+    ] + (["--quiet"] if opts.quiet else []))
+
+
+# ====================================================================== where the stores live
+
+
+class StoreSites:
+    """Store URLs for this run: files in one temporary directory, one Redis key prefix.
+
+    :meth:`close` removes the directory and deletes every key under the prefix.
+    """
+
+    def __init__(self, redis_url: str) -> None:
+        self.dir = tempfile.mkdtemp(prefix="a2a-bench-stores-")
+        self.redis_url = redis_url.split("?", 1)[0]
+        self.prefix = f"a2a-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._redis: Any = None
+        self.redis_error = ""
+        self.redis_keys_deleted = 0
+
+    def url(self, store: str, tag: str) -> str:
+        """The URL of a fresh ``store`` named ``tag`` (each server gets its own)."""
+        if store == "memory":
+            return "memory://"
+        if store in ("shelve", "sqlite"):
+            suffix = ".db" if store == "sqlite" else ""
+            return f"{store}://{os.path.join(self.dir, tag)}{suffix}"
+        return f"{self.redis_url}?prefix={self.prefix}-{tag}"
+
+    def redis(self) -> Any:
+        """A client of the Redis database, or None (and :attr:`redis_error`) when unusable."""
+        if self._redis is None and not self.redis_error:
+            try:
+                import redis
+
+                client = redis.Redis.from_url(self.redis_url, socket_timeout=10,
+                                              socket_connect_timeout=5)
+                client.ping()
+                self._redis = client
+            except Exception as exc:  # ImportError or any RedisError: report and skip
+                self.redis_error = f"{type(exc).__name__}: {exc}"
+        return self._redis
+
+    def redis_pids(self) -> List[int]:
+        """The Redis server's pid when it runs on this machine (its CPU is then measured)."""
+        client = self.redis()
+        try:
+            pid = int(client.info("server")["process_id"]) if client is not None else 0
+        except Exception:
+            return []
+        return [pid] if pid and Path(f"/proc/{pid}/stat").exists() else []
+
+    def redis_info(self) -> Dict[str, Any]:
+        client = self.redis()
+        if client is None:
+            return {"error": self.redis_error}
+        info = client.info("server")
+        return {"version": info.get("redis_version"), "pid": info.get("process_id"),
+                "url": self.redis_url, "prefix": self.prefix}
+
+    def close(self) -> None:
+        """Delete the prefix's Redis keys and the temporary directory."""
+        if self._redis is not None:
+            try:
+                self.redis_keys_deleted = delete_keys(self._redis, self.prefix + "-*")
+                say(f"deleted {self.redis_keys_deleted} redis keys under {self.prefix}-")
+            finally:
+                self._redis.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def delete_keys(client: Any, pattern: str) -> int:
+    """Delete every key matching ``pattern`` (SCAN, then DEL in batches); how many went."""
+    deleted, batch = 0, []
+    for key in client.scan_iter(match=pattern, count=1000):
+        batch.append(key)
+        if len(batch) >= 500:
+            deleted += client.delete(*batch)
+            batch = []
+    if batch:
+        deleted += client.delete(*batch)
+    return deleted
+
+
+# ====================================================================== servers and runs
+
+
+def start_server(sites: StoreSites, store: str, tag: str, cpus: str, workers: int,
+                 chunks: int, attempts: int = 3) -> BenchServer:
+    """A gunicorn on a fresh ``store``, ready.
+
+    A gunicorn that exits while starting (say, its free port was taken
+    meanwhile) is tried again on a new port, ``attempts`` times in all.
+    """
+    for attempt in range(1, attempts + 1):
+        server = BenchServer(cpus, WORKER_CONNECTIONS, chunks, workers=workers,
+                             store=sites.url(store, tag))
+        try:
+            server.wait_ready()
+            break
+        except RuntimeError as exc:
+            server.keep_log = attempt == attempts
+            server.stop()
+            if attempt == attempts:
+                raise
+            say(f"  warning: gunicorn {tag} did not start ({str(exc).splitlines()[-1]}); again")
+        except BaseException:
+            server.keep_log = True
+            server.stop()
+            raise
+    if store == "redis":
+        server.helper_pids = sites.redis_pids()
+    return server
+
+
+class Slot:
+    """One server of a phase; restarted on a fresh store when a run leaves work behind."""
+
+    def __init__(self, sites: StoreSites, store: str, tag: str, cpus: str, workers: int,
+                 chunks: int, placement: str = "") -> None:
+        self.sites, self.store, self.tag, self.cpus = sites, store, tag, cpus
+        self.workers, self.chunks, self.placement = workers, chunks, placement
+        self.generation = 0
+        self.server: Optional[BenchServer] = None
+
+    @property
+    def url(self) -> str:
+        return self.sites.url(self.store, f"{self.tag}-{self.generation}")
+
+    def start(self) -> BenchServer:
+        """Start the gunicorn (and place its workers for the scale phase)."""
+        self.server = start_server(self.sites, self.store, f"{self.tag}-{self.generation}",
+                                   self.cpus, self.workers, self.chunks)
+        place(self.server, self.placement)
+        return self.server
+
+    def restart(self) -> None:
+        """Drop the server and its store (and the work it still had), start afresh."""
+        self.stop()
+        self.generation += 1
+        self.start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            try:
+                self.server.stop()
+            except Exception as exc:
+                say(f"warning: stopping gunicorn {self.server.proc.pid} failed: {exc}")
+            self.server = None
+
+    def check_alive(self) -> None:
+        """Fail loudly if the gunicorn died or lost a worker."""
+        server = self.server
+        if server is None:
+            return
+        if server.proc.poll() is not None or len(bench.children_of(server.proc.pid)) != self.workers:
+            server.keep_log = True
+            raise RuntimeError(f"gunicorn {self.tag} died or lost a worker:\n" + server.log_tail())
+
+
+def place(server: BenchServer, placement: str) -> None:
+    """For ``spread``, pin worker k to CPU k (the others keep every CPU they were given)."""
+    if placement == "spread":
+        cpus = sorted(os.sched_getaffinity(server.worker_pid))
+        for index, pid in enumerate(server.worker_pids):
+            os.sched_setaffinity(pid, {cpus[index % len(cpus)]})
+
+
+def stop_all(slots: Dict[str, Slot]) -> None:
+    for slot in slots.values():
+        slot.stop()
+
+
+def forget_once(server: BenchServer, stall: float = 0.0) -> Tuple[int, float, int]:
+    """POST /bench/forget on a new connection: (tasks dropped, seconds, pid of the worker).
+
+    With ``stall`` the worker then blocks that long, so the next connection goes elsewhere.
+    """
+    conn = bench.HttpConnection(server.port, timeout=FORGET_TIMEOUT)
+    try:
+        started = time.perf_counter()
+        conn.send(bench.post("/bench/forget", json.dumps({"stall": stall}).encode()))
+        answer = json.loads(conn.read_body(conn.read_head()))
+        return (int(answer.get("forgotten", 0)), time.perf_counter() - started - stall,
+                int(answer.get("pid", 0)))
+    finally:
+        conn.close()
+
+
+def forget(server: BenchServer) -> Tuple[int, float]:
+    """Drop finished tasks and collect garbage in every worker: (tasks, seconds in all).
+
+    Which worker accepts a connection is up to the kernel: with several workers,
+    each call but the last stalls the worker that took it while the next one
+    goes out, and rounds repeat (a bounded number of times) until all answered.
+    """
+    left, dropped, seconds = set(server.worker_pids), 0, 0.0
+    for _ in range(FORGET_ATTEMPTS):
+        for count, took, pid in forget_round(server, len(left)):
+            dropped, seconds = dropped + count, seconds + took
+            left.discard(pid)
+        if not left:
+            return dropped, seconds
+    say(f"      [warning: /bench/forget never reached worker(s) {sorted(left)}]")
+    return dropped, seconds
+
+
+def forget_round(server: BenchServer, calls: int) -> List[Tuple[int, float, int]]:
+    """``calls`` forget calls, 0.1 s apart; all but the last stall their worker meanwhile."""
+    if calls <= 1:
+        return [forget_once(server)]
+    greenlets = []
+    for index in range(calls):
+        stall = STALL_STEP * (calls - index) if index < calls - 1 else 0.0
+        greenlets.append(gevent.spawn(forget_once, server, stall))
+        gevent.sleep(STALL_STEP / 3)
+    gevent.joinall(greenlets, raise_error=True)
+    return [g.value for g in greenlets]
+
+
+def settle(server: BenchServer, timeout: float, idle: float = 0.10) -> bool:
+    """Wait until the workers use < ``idle`` of a CPU (over 0.5 s); False after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        before = server.cpu_seconds()
+        gevent.sleep(0.5)
+        if (server.cpu_seconds() - before) / 0.5 < idle:
+            return True
+        if time.monotonic() > deadline:
+            return False
+
+
+def sched_clock(pid: int) -> Tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one), summed over the threads."""
+    run = wait = 0
+    for task in os.listdir(f"/proc/{pid}/task"):
+        fields = Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()
+        run, wait = run + int(fields[0]), wait + int(fields[1])
+    return run / 1e9, wait / 1e9
+
+
+def sched_split(before: Dict[str, Tuple[float, float]], after: Dict[str, Tuple[float, float]],
+                elapsed: float) -> Dict[str, Dict[str, float]]:
+    """Per process, fractions of the wall time: on a CPU, waiting for a CPU, blocked (the rest)."""
+    split = {}
+    for name, (run1, wait1) in after.items():
+        run, wait = (run1 - before[name][0]) / elapsed, (wait1 - before[name][1]) / elapsed
+        split[name] = {"cpu": run, "waiting": wait, "blocked": max(0.0, 1.0 - run - wait)}
+    return split
+
+
+def sched_clocks(server: BenchServer) -> Dict[str, Tuple[float, float]]:
+    """Scheduler clocks of each worker and of this process (the load generator)."""
+    clocks = {f"worker {i + 1}": sched_clock(pid) for i, pid in enumerate(server.worker_pids)}
+    clocks["generator"] = sched_clock(os.getpid())
+    return clocks
+
+
+@dataclass
+class Sample:
+    """One measured run: its result, scheduler split, noise retries, and what followed it."""
+
+    run: RunResult
+    sched: Dict[str, Dict[str, float]]
+    attempts: int
+    purged: int
+    purge_s: float
+    restarted: bool
+
+
+def measured_run(slot: Slot, scenario: Scenario, concurrency: int, opts: Options,
+                 cfg: bench.Config) -> Sample:
+    """Run on an emptied store after the machine went quiet; repeat while it was noisy."""
+    for attempt in range(1, cfg.noise_retries + 2):
+        server = slot.server
+        assert server is not None
+        forget(server)
+        bench.wait_for_quiet(server, cfg)
+        clocks, started = sched_clocks(server), time.perf_counter()
+        run = bench.measure(server, scenario, concurrency, cfg.duration, opts.grace)
+        sched = sched_split(clocks, sched_clocks(server), time.perf_counter() - started)
+        purged, purge_s, restarted = clean_up(slot, opts, run.cut > 0)
+        if run.other_cpu + run.steal <= cfg.max_other_cpu:
+            break
+        if attempt <= cfg.noise_retries:
+            say(f"      [noisy: other {run.other_cpu:.0%} steal {run.steal:.0%}; repeated]")
+    return Sample(run, sched, attempt, purged, purge_s, restarted)
+
+
+def clean_up(slot: Slot, opts: Options, cut: bool) -> Tuple[int, float, bool]:
+    """After a run: empty the store (tasks purged, seconds, False), or restart the server
+    (0, 0.0, True) if the run was cut or the workers stay busy (work left behind)."""
+    server = slot.server
+    assert server is not None
+    if not cut and settle(server, opts.settle_timeout):
+        return forget(server) + (False,)
+    say(f"      [{slot.tag}: " + ("exchanges cut" if cut else f"still busy {opts.settle_timeout:g}s")
+        + " after the run; restarted on a fresh store]")
+    slot.restart()
+    return 0, 0.0, True
+
+
+def brief(label: str, s: Sample, unit: str) -> str:
+    """One progress line."""
+    r = s.run
+    workers = "/".join(f"{v['cpu']:.0%}" for k, v in s.sched.items() if k.startswith("worker"))
+    return (f"    {label:<6} {r.rate:10,.1f} {unit}  cpu client {r.client_cpu:4.0%} "
+            f"server {r.server_cpu:4.0%} ({workers}) helper {r.helper_cpu:4.0%} "
+            f"other {r.other_cpu:4.0%} steal {r.steal:3.0%}  errors {r.errors} cut {r.cut}  "
+            + ("restarted" if s.restarted else f"purged {s.purged} in {s.purge_s:.2f}s")
+            + (f"  first error: {r.first_error}" if r.first_error else ""))
+
+
+def warm_up(slots: Dict[str, Slot], scenario: Scenario, concurrency: int, opts: Options,
+            cfg: bench.Config) -> None:
+    """An unmeasured run per server, then empty its store (or restart it)."""
+    if cfg.warmup <= 0:
+        return
+    for slot in slots.values():
+        assert slot.server is not None
+        run = bench.measure(slot.server, scenario, concurrency, cfg.warmup, opts.grace)
+        clean_up(slot, opts, run.cut > 0)
+
+
+def alternate(slots: Dict[str, Slot], scenario: Scenario, concurrency: int, unit: str,
+              opts: Options, cfg: bench.Config) -> Dict[str, List[Sample]]:
+    """``repeat`` rounds; in each, one measured run per server, in turn."""
+    warm_up(slots, scenario, concurrency, opts, cfg)
+    samples: Dict[str, List[Sample]] = {name: [] for name in slots}
+    for index in range(cfg.repeat):
+        say(f"  round {index + 1}/{cfg.repeat}")
+        for name, slot in slots.items():
+            samples[name].append(measured_run(slot, scenario, concurrency, opts, cfg))
+            say(brief(name, samples[name][-1], unit))
+    for slot in slots.values():
+        slot.check_alive()
+    return samples
+
+
+# ====================================================================== summaries
+
+
+@dataclass
+class Figure:
+    """Medians over the samples of one server and scenario."""
+
+    rate: float
+    client_cpu: float
+    server_cpu: float
+    helper_cpu: float
+    other_cpu: float
+    steal: float
+    p50_ms: float
+    p99_ms: float
+    errors: int
+    cut: int
+    restarts: int
+    purge_s: float
+    server_us_per_unit: float
+    client_us_per_unit: float
+    sched: Dict[str, Dict[str, float]]
+    runs: List[Dict[str, Any]] = field(default_factory=list)
+
+
+def figure(samples: List[Sample]) -> Figure:
+    """Medians (errors, cut exchanges and restarts summed) of a list of samples."""
+    runs = [s.run for s in samples]
+
+    def med(name: str) -> float:
+        return statistics.median(getattr(r, name) for r in runs)
+
+    def per_unit(name: str) -> float:
+        return statistics.median(getattr(r, name) / r.rate * 1e6 if r.rate else 0.0 for r in runs)
+
+    sched = {who: {k: statistics.median(s.sched[who][k] for s in samples) for k in split}
+             for who, split in samples[0].sched.items()}
+    return Figure(med("rate"), med("client_cpu"), med("server_cpu"), med("helper_cpu"),
+                  med("other_cpu"), med("steal"), med("p50_ms"), med("p99_ms"),
+                  sum(r.errors for r in runs), sum(r.cut for r in runs),
+                  sum(s.restarted for s in samples), statistics.median(s.purge_s for s in samples),
+                  per_unit("server_cpu"), per_unit("client_cpu"), sched,
+                  [dict(asdict(s.run), sched=s.sched, attempts=s.attempts, purged=s.purged,
+                        purge_s=s.purge_s, restarted=s.restarted) for s in samples])
+
+
+def workers_sched(f: Figure, key: str) -> str:
+    """One scheduler figure of every worker, e.g. ``64%/63%``."""
+    return "/".join(f"{v[key]:.0%}" for k, v in f.sched.items() if k.startswith("worker"))
+
+
+# ====================================================================== phase: stores
+
+
+@dataclass
+class StoreResult:
+    """SendMessage and SSE figures of one store (None when the store was skipped)."""
+
+    store: str
+    url: str
+    send: Optional[Figure] = None
+    sse: Optional[Figure] = None
+    skipped: str = ""
+
+
+def usable_stores(opts: Options, sites: StoreSites) -> Tuple[List[str], Dict[str, str]]:
+    """The stores that can run here, and why the others cannot."""
+    skipped = {}
+    if "redis" in opts.stores and sites.redis() is None:
+        skipped["redis"] = f"Redis unusable at {sites.redis_url}: {sites.redis_error}"
+        say(f"warning: {skipped['redis']}; the redis store is skipped")
+    return [s for s in opts.stores if s not in skipped], skipped
+
+
+def start_slots(slots: Dict[str, Slot]) -> None:
+    """Start every slot's server and say where it runs."""
+    for name, slot in slots.items():
+        server = slot.start()
+        say(f"  {name}: workers {server.worker_pids} on CPUs {worker_cpus(server)}, "
+            f"port {server.port}, store {slot.url}")
+
+
+def worker_cpus(server: BenchServer) -> List[List[int]]:
+    """Each worker's allowed CPUs."""
+    return [sorted(os.sched_getaffinity(pid)) for pid in server.worker_pids]
+
+
+def stores_phase(opts: Options, cfg: bench.Config, sites: StoreSites) -> List[StoreResult]:
+    """Every store on its own pinned worker, runs alternating across stores."""
+    bench.pin_self(opts.client_cpu)
+    names, skipped = usable_stores(opts, sites)
+    slots = {n: Slot(sites, n, f"stores-{n}", str(opts.server_cpu), 1, opts.chunks) for n in names}
+    say("phase stores: one gevent worker per store on CPU "
+        f"{opts.server_cpu}, load generator on CPU {opts.client_cpu}")
+    try:
+        start_slots(slots)
+        sc = bench.scenarios(opts.chunks)
+        say(f"phase stores: SendMessage c={opts.concurrency}")
+        send = alternate(slots, sc["send"], opts.concurrency, "req/s", opts, cfg)
+        say(f"phase stores: SSE {opts.chunks}-chunk streams c={opts.sse_concurrency}")
+        sse = alternate(slots, sc["stream"], opts.sse_concurrency, "events/s", opts, cfg)
+    finally:
+        stop_all(slots)
+    results = [StoreResult(n, sites.url(n, f"stores-{n}-0"), figure(send[n]), figure(sse[n]))
+               for n in names]
+    return results + [StoreResult(n, "", skipped=why) for n, why in skipped.items()]
+
+
+def stores_table(results: List[StoreResult], opts: Options) -> str:
+    """Store, SendMessage req/s, SSE events/s, each with its ratio to memory."""
+    memory = next(r for r in results if r.store == "memory")
+    rows = [("store", f"SendMessage c={opts.concurrency} (req/s)", "vs memory",
+             f"SSE c={opts.sse_concurrency} (events/s)", "vs memory", "errors", "cut")]
+    for r in results:
+        if r.send is None or r.sse is None or memory.send is None or memory.sse is None:
+            rows.append((r.store, "skipped", "-", "skipped", "-", "-", "-"))
+            continue
+        rows.append((r.store, f"{r.send.rate:,.0f}", f"{r.send.rate / memory.send.rate:.1%}",
+                     f"{r.sse.rate:,.0f}", f"{r.sse.rate / memory.sse.rate:.1%}",
+                     str(r.send.errors + r.sse.errors), str(r.send.cut + r.sse.cut)))
+    return format_table(rows)
+
+
+def stores_cpu_table(results: List[StoreResult]) -> str:
+    """Where the time went, per store and scenario (medians; CPU as fractions of one CPU)."""
+    rows = [("store / scenario", "worker cpu", "worker blocked", "worker us/unit", "redis cpu",
+             "generator cpu", "other", "steal", "p50 ms", "p99 ms", "purge s", "restarts")]
+    for r in results:
+        for label, f in (("SendMessage", r.send), ("SSE", r.sse)):
+            if f is None:
+                continue
+            rows.append((f"{r.store} {label}", f"{f.server_cpu:.0%}", workers_sched(f, "blocked"),
+                         f"{f.server_us_per_unit:,.1f}",
+                         f"{f.helper_cpu:.0%}" if r.store == "redis" else "-",
+                         f"{f.client_cpu:.0%}", f"{f.other_cpu:.0%}", f"{f.steal:.0%}",
+                         f"{f.p50_ms:,.1f}", f"{f.p99_ms:,.1f}", f"{f.purge_s:.2f}",
+                         str(f.restarts)))
+    return format_table(rows)
+
+
+# ====================================================================== phase: scale
+
+
+@dataclass
+class ScaleResult:
+    """One store and placement: ``-w 1`` and ``-w 2``, runs alternating."""
+
+    placement: str
+    store: str
+    one: Figure
+    two: Figure
+    cpus: int
+
+    @property
+    def ratio(self) -> float:
+        return self.two.rate / self.one.rate if self.one.rate else 0.0
+
+    @property
+    def machine_bound(self) -> float:
+        """The best ``-w 2``/``-w 1`` ratio the CPUs allow if costs per request stayed put."""
+        return self.bound(self.one)
+
+    @property
+    def bound_at_two(self) -> float:
+        """The best ratio the CPUs allow at the costs per request measured with ``-w 2``."""
+        return self.bound(self.two)
+
+    def bound(self, costs: Figure) -> float:
+        """(CPUs - other - steal during ``-w 2``) / (worker + generator CPU per request
+        in ``costs``), as a multiple of the ``-w 1`` rate."""
+        cost = (costs.server_us_per_unit + costs.client_us_per_unit) / 1e6
+        spare = self.cpus - self.two.other_cpu - self.two.steal
+        return spare / cost / self.one.rate if cost and self.one.rate else 0.0
+
+
+PLACEMENT_TEXT = {
+    "shared": "gunicorn master and workers, and the load generator, all allowed on every CPU",
+    "spread": "worker k pinned to CPU k (-w 1: its worker on CPU 0); load generator on every CPU",
+}
+
+
+def scale_stores(opts: Options) -> List[str]:
+    """The store under test, then the control (memory: no state shared between workers)."""
+    return [opts.scale_store] + ([opts.scale_control] if opts.scale_control != "none" else [])
+
+
+def scale_phase(opts: Options, cfg: bench.Config, sites: StoreSites,
+                placement: str) -> List[ScaleResult]:
+    """``-w 1`` and ``-w 2`` per store (each server its own store), all runs alternating."""
+    every = sorted(set(range(os.cpu_count() or 1)))
+    os.sched_setaffinity(0, set(every))
+    if opts.scale_store == "redis" and sites.redis() is None:
+        raise RuntimeError(f"the scale phase needs Redis: {sites.redis_error}")
+    say(f"phase scale ({placement}): {PLACEMENT_TEXT[placement]}")
+    slots = {f"{store} -w {w}": Slot(sites, store, f"scale-{placement}-{store}-w{w}",
+                                     ",".join(map(str, every)), w, opts.chunks, placement)
+             for store in scale_stores(opts) for w in (1, 2)}
+    try:
+        start_slots(slots)
+        samples = alternate(slots, bench.scenarios(opts.chunks)["send"], opts.concurrency,
+                            "req/s", opts, cfg)
+    finally:
+        stop_all(slots)
+    return [ScaleResult(placement, store, figure(samples[f"{store} -w 1"]),
+                        figure(samples[f"{store} -w 2"]), len(every))
+            for store in scale_stores(opts)]
+
+
+def scale_label(r: ScaleResult, opts: Options) -> str:
+    control = " (control)" if r.store == opts.scale_control else ""
+    return f"{r.placement}: {r.store}{control}"
+
+
+def scale_table(results: List[ScaleResult], opts: Options) -> str:
+    """Per placement and store: req/s with -w 1 and -w 2, the ratio, the best the CPUs allow."""
+    rows = [(f"placement: store (SendMessage c={opts.concurrency})", "-w 1 req/s", "-w 2 req/s",
+             "ratio", "target", "CPUs allow at -w 1 costs", "at -w 2 costs", "result")]
+    for r in results:
+        target = r.store == opts.scale_store
+        rows.append((scale_label(r, opts), f"{r.one.rate:,.0f}", f"{r.two.rate:,.0f}",
+                     f"{r.ratio:.2f}x", f">= {TARGET_SCALE}x" if target else "(info)",
+                     f"<= {r.machine_bound:.2f}x", f"<= {r.bound_at_two:.2f}x",
+                     bench.verdict(r.ratio >= TARGET_SCALE and not (r.one.errors + r.two.errors))
+                     if target else ""))
+    return format_table(rows)
+
+
+def scale_cpu_table(results: List[ScaleResult], opts: Options) -> str:
+    """Time of each worker and of the load generator in the scale phase (medians).
+
+    cpu: on a CPU; wait: runnable but waiting for a CPU; blocked: neither
+    (waiting for requests, or sleeping, e.g. in SQLite's busy handler).
+    """
+    rows = [("placement: store / workers", "worker cpu", "worker wait", "worker blocked",
+             "worker us/req", "generator cpu", "generator wait", "generator us/req", "other",
+             "steal", "idle CPUs", "p50 ms", "errors")]
+    for r in results:
+        for label, f in (("-w 1", r.one), ("-w 2", r.two)):
+            idle = max(0.0, r.cpus - f.server_cpu - f.client_cpu - f.other_cpu - f.steal)
+            gen = f.sched.get("generator", {})
+            rows.append((f"{scale_label(r, opts)} {label}", workers_sched(f, "cpu"),
+                         workers_sched(f, "waiting"), workers_sched(f, "blocked"),
+                         f"{f.server_us_per_unit:,.1f}", f"{f.client_cpu:.0%}",
+                         f"{gen.get('waiting', 0.0):.0%}", f"{f.client_us_per_unit:,.1f}",
+                         f"{f.other_cpu:.0%}", f"{f.steal:.0%}", f"{idle:.0%}",
+                         f"{f.p50_ms:.1f}", str(f.errors)))
+    return format_table(rows)
+
+
+# ====================================================================== report and main
+
+
+@dataclass
+class Report:
+    env: Dict[str, Any] = field(default_factory=dict)
+    stores: List[StoreResult] = field(default_factory=list)
+    scale: List[ScaleResult] = field(default_factory=list)
+
+
+def print_report(report: Report, opts: Options) -> None:
+    """The tables, on stdout."""
+    env = report.env
+    print(f"\na2a_flask {env.get('a2a_flask')} at {env.get('git')}; Python {env.get('python')}, "
+          f"gunicorn {env.get('gunicorn')}, gevent {env.get('gevent')}; {env.get('cpu_model')}, "
+          f"{env.get('cpus')} CPUs; redis {env.get('redis', {}).get('version', '-')}; "
+          f"medians of {opts.repeat} runs of {opts.duration:g} s\n")
+    if report.stores:
+        print(stores_table(report.stores, opts))
+        print()
+        print(stores_cpu_table(report.stores))
+        for r in report.stores:
+            if r.skipped:
+                print(f"{r.store}: skipped ({r.skipped})")
+    if report.scale:
+        if report.stores:
+            print()
+        print(scale_table(report.scale, opts))
+        print()
+        print(scale_cpu_table(report.scale, opts))
+        for placement in dict.fromkeys(sr.placement for sr in report.scale):
+            print(f"{placement}: {PLACEMENT_TEXT[placement]}")
+
+
+def to_json(report: Report, opts: Options) -> Dict[str, Any]:
+    """Everything measured, for ``--json``."""
+    return {
+        "config": asdict(opts), "environment": report.env,
+        "stores": [asdict(r) for r in report.stores],
+        "scale": [dict(asdict(r), ratio=r.ratio, machine_bound=r.machine_bound,
+                       bound_at_two=r.bound_at_two,
+                       placement_text=PLACEMENT_TEXT[r.placement], control=r.store != opts.scale_store,
+                       target=TARGET_SCALE) for r in report.scale],
+    }
+
+
+def run(opts: Options, report: Report) -> None:
+    """Both phases, each bounded by ``--phase-timeout``; store files and keys always removed."""
+    cfg = bench_config(opts)
+    bench.raise_nofile(8192)
+    sites = StoreSites(opts.redis_url)
+    started = time.monotonic()
+    try:
+        report.env = dict(bench.environment(None, cfg, sorted(os.sched_getaffinity(0))),
+                          redis=sites.redis_info() if "redis" in opts.stores else {},
+                          started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), store_dir=sites.dir)
+        if "stores" in opts.phases:
+            with gevent.Timeout(opts.phase_timeout, RuntimeError("stores phase timed out")):
+                report.stores = stores_phase(opts, cfg, sites)
+        for placement in opts.placements if "scale" in opts.phases else []:
+            with gevent.Timeout(opts.phase_timeout, RuntimeError("scale phase timed out")):
+                report.scale += scale_phase(opts, cfg, sites, placement)
+    finally:
+        sites.close()
+        report.env["elapsed_s"] = round(time.monotonic() - started, 1)
+
+
+def on_sigterm(main_greenlet: Any) -> Any:
+    """SIGTERM ends the run through the usual clean-up (servers, files, keys).
+
+    Keep the returned watcher referenced: once it is garbage-collected, SIGTERM
+    kills the process again without any clean-up.
+    """
+    return gevent.signal_handler(signal.SIGTERM,
+                                 lambda: gevent.kill(main_greenlet, SystemExit(143)))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    opts = parse_args(argv)
+    bench._QUIET = opts.quiet
+    watcher = on_sigterm(gevent.getcurrent())
+    report = Report()
+    try:
+        run(opts, report)
+    finally:
+        watcher.cancel()
+    print_report(report, opts)
+    if opts.json_path:
+        Path(opts.json_path).write_text(json.dumps(to_json(report, opts), indent=2) + "\n")
+        say(f"results written to {opts.json_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
