@@ -26,6 +26,8 @@ import pytest
 import requests
 
 from .helpers import Server, parse_sse, rpc_body, validate
+from .test_interop_sdk import collect, kind, run
+from .test_interop_sdk import send_request as request
 
 pytest.importorskip("a2a.client")
 
@@ -36,11 +38,6 @@ from a2a.types.a2a_pb2 import (  # noqa: E402
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageConfiguration,
-    SendMessageRequest,
     StreamResponse,
     SubscribeToTaskRequest,
     TaskState,
@@ -63,34 +60,6 @@ SLOW = "test-resubscribe-message-id"  # the conformance agent works ~4.5 s on th
 def server():
     with Server("examples.conformance_agent:app") as running:
         yield running
-
-
-def run(coro: Any, timeout: float = 30.0) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, timeout))
-
-
-def user_msg(prefix: str, text: str = "hi", **fields: Any) -> Message:
-    return Message(message_id=f"{prefix}-{uuid.uuid4().hex[:10]}", role=Role.ROLE_USER,
-                   parts=[Part(text=text)], **fields)
-
-
-def request(prefix: str, text: str = "hi", *, return_immediately: bool = False,
-            **fields: Any) -> SendMessageRequest:
-    out = SendMessageRequest(message=user_msg(prefix, text, **fields))
-    if return_immediately:
-        out.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
-    return out
-
-
-def kind(event: StreamResponse) -> str:
-    which = event.WhichOneof("payload")
-    if which == "status_update":
-        return TaskState.Name(event.status_update.status.state).replace("TASK_STATE_", "")
-    return "artifact" if which == "artifact_update" else which
-
-
-async def collect(stream: AsyncIterator[StreamResponse]) -> List[StreamResponse]:
-    return [event async for event in stream]
 
 
 class Clients:
