@@ -86,8 +86,8 @@ class Options:
     quiet: bool
 
 
-def parse_args(argv: Optional[List[str]] = None) -> Options:
-    """Read the command line into :class:`Options`."""
+def parser() -> argparse.ArgumentParser:
+    """The command line's options, with their defaults."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--stores", default=",".join(STORES), help="stores to compare (memory first)")
@@ -124,6 +124,12 @@ def parse_args(argv: Optional[List[str]] = None) -> Options:
                    help="before each run, wait at most this long for other processes to go quiet")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="print only the final tables")
+    return p
+
+
+def parse_args(argv: Optional[List[str]] = None) -> Options:
+    """Read the command line into :class:`Options`."""
+    p = parser()
     a = p.parse_args(argv)
     opts = Options(
         stores=_names(a.stores), phases=_names(a.phases), duration=a.duration, repeat=a.repeat,
