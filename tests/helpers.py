@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional
@@ -72,6 +73,14 @@ def stream(client, method: str, params: Any, *, headers: Optional[dict] = None,
         return [{"data": response.get_json()}]
     assert response.mimetype == "text/event-stream"
     return parse_sse(response.get_data(as_text=True))
+
+
+class Gate:
+    """A live task's gate: ``release`` lets it finish, ``done`` says the executor returned."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.done = threading.Event()
 
 
 # ------------------------------------------------------------- schemas

@@ -23,7 +23,7 @@ from a2a_flask import A2A, AgentCapabilities, AgentInterface, Part
 from a2a_flask.models import SecurityRequirement, StringList
 
 from .conftest import make_card
-from .helpers import card_v1_view, parse_sse, rpc_body, validate
+from .helpers import Gate, card_v1_view, parse_sse, rpc_body, validate
 
 PUSH = AgentCapabilities(streaming=True, push_notifications=True)
 ANY_INPUT = ["*/*"]
@@ -35,14 +35,6 @@ FILE_BYTES = b"import os\n"
 FILE_B64 = base64.b64encode(FILE_BYTES).decode()
 
 # ------------------------------------------------------------------ the agent under test
-
-class Gate:
-    """A live task's gate: ``release`` lets it finish, ``done`` says the executor returned."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.done = threading.Event()
-
 
 #: Live tasks wait on these (``gate <key>``) until the test releases them.
 GATES: Dict[str, Gate] = {}

@@ -24,7 +24,7 @@ from flask import Flask
 from a2a_flask import A2A, AgentCapabilities, Part
 
 from .conftest import make_card
-from .helpers import card_v1_view, parse_sse, rpc_body, validate
+from .helpers import Gate, card_v1_view, parse_sse, rpc_body, validate
 
 REST = "/a2a/rest"
 V03 = "/a2a/rest/v1"
@@ -33,14 +33,6 @@ ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 A2A_JSON = "application/a2a+json"
 
 # ------------------------------------------------------------------ the agent under test
-
-class Gate:
-    """A live task's gate: ``release`` lets it finish, ``done`` says the executor returned."""
-
-    def __init__(self) -> None:
-        self.release = threading.Event()
-        self.done = threading.Event()
-
 
 GATES: Dict[str, Gate] = {}
 
