@@ -37,6 +37,9 @@ from flask import Flask
 from a2a_flask import A2A
 
 from .helpers import SPEC, card_v1_view, parse_sse, rpc_body, validate
+from .test_dialects import error as failed
+from .test_dialects import result as ok
+from .test_dialects import v01
 
 SEEDS = Path(os.environ.get("A2A_SEEDS_DIR", SPEC.parent / "seeds"))
 V1 = {"A2A-Version": "1.0"}
@@ -108,30 +111,6 @@ def events(client, method: str, params: Any, headers: Optional[dict] = None,
     assert response.status_code == 200
     assert response.mimetype == "text/event-stream", response.get_data(as_text=True)[:500]
     return [e["data"] for e in parse_sse(response.get_data(as_text=True))]
-
-
-def v01(body: Dict[str, Any], definition: str) -> Dict[str, Any]:
-    """Validate a 0.1 document; an error's ``data`` (typed as an object by the v0.1 schema,
-    ``any`` by the 0.1 text) holds this library's array of typed details and is checked apart."""
-    if isinstance(body, dict) and "error" in body:
-        stripped = copy.deepcopy(body)
-        data = stripped["error"].pop("data", None)
-        assert isinstance(data, list) and data[0]["@type"].endswith("google.rpc.ErrorInfo")
-        validate(stripped, definition, "v0.1")
-    else:
-        validate(body, definition, "v0.1")
-    return body
-
-
-def ok(body: Dict[str, Any]) -> Any:
-    assert "error" not in body, body
-    return body["result"]
-
-
-def failed(body: Dict[str, Any], code: int) -> Dict[str, Any]:
-    assert "result" not in body, body
-    assert body["error"]["code"] == code, body["error"]
-    return body["error"]
 
 
 def msg01(text: str = "hi", message_id: Optional[str] = None, **extra: Any) -> Dict[str, Any]:
