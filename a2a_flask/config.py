@@ -44,6 +44,23 @@ class Settings:
     lenient_version: bool = False
     #: Serve the public card at the host root ``/.well-known/...`` (the first agent does by default).
     root_card: Optional[bool] = None
+    #: Let webhooks call private, loopback and link-local addresses (development only).
+    push_allow_private: bool = False
+    #: Hosts webhooks may call although they are not public: exact names, ``*.example.com``,
+    #: IP addresses or CIDR networks (a list, or one comma-separated string).
+    push_allowed_hosts: Any = ()
+    #: Seconds a webhook has to answer one push (connecting: at most 5 of them).
+    push_timeout: float = 10.0
+    #: Failed pushes in a row after which a webhook is given up on.
+    push_max_attempts: int = 8
+    #: Seconds before the first retry of a failed push; each next one waits about twice
+    #: as long (with jitter), up to ``A2A_PUSH_RETRY_MAX_DELAY``.
+    push_retry_delay: float = 1.0
+    push_retry_max_delay: float = 300.0
+    #: Sign pushes with this private key (PEM text or bytes, or a ``cryptography`` EC P-256
+    #: or RSA key; needs ``pip install a2a-flask[signing]``); the public key is served at
+    #: ``<prefix>/.well-known/jwks.json``.
+    push_signing_key: Any = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "Settings":
@@ -61,10 +78,26 @@ class Settings:
         settings.task_ttl = float(settings.task_ttl)
         if settings.task_ttl < 0:
             raise ValueError(f"A2A_TASK_TTL must be >= 0, got {settings.task_ttl}")
-        for name in ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl"):
+        settings.push_allow_private = _flag(settings.push_allow_private)
+        if isinstance(settings.push_allowed_hosts, str):
+            settings.push_allowed_hosts = settings.push_allowed_hosts.split(",")
+        settings.push_allowed_hosts = tuple(
+            host.strip() for host in settings.push_allowed_hosts if host.strip())
+        settings.push_max_attempts = int(settings.push_max_attempts)
+        if settings.push_max_attempts < 1:
+            raise ValueError(f"A2A_PUSH_MAX_ATTEMPTS must be >= 1, got {settings.push_max_attempts}")
+        for name in ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl",
+                     "push_timeout", "push_retry_delay", "push_retry_max_delay"):
             value = float(getattr(settings, name))
             if value <= 0:
                 raise ValueError(f"A2A_{name.upper()} must be positive, got {value}")
             setattr(settings, name, value)
         settings.card_max_age = int(settings.card_max_age)
         return settings
+
+
+def _flag(value: Any) -> bool:
+    """A boolean from config or an environment string ("1", "true", "yes", "on")."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)

@@ -9,25 +9,28 @@ different names and prefixes can share an app.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from email.utils import formatdate
 from typing import Any, Dict, List, Optional
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from . import jsonrpc, rest
+from . import dialects, jsonrpc, rest
 from .card import CardRenderer, Endpoint, check_card, with_default_capabilities
 from .config import Settings
 from .executor import Executor, invoke
 from .models import AgentCard
 from .runtime import Run, Runtime
-from .service import AgentService, ExtendedCard
 from .deploy import gunicorn_workers
+from .service import AgentService, ExtendedCard
 from .stores import MemoryStore, TaskStore, open_store
 
 log = logging.getLogger("a2a_flask")
 
 WELL_KNOWN_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
+#: Where the public keys of signed pushes are published, under the agent's prefix.
+JWKS_PATH = "/.well-known/jwks.json"
 
 
 def _card_endpoint(path: str) -> str:
@@ -53,6 +56,8 @@ class AgentState:
     def close(self) -> None:
         """Stop the background keeper and close the store (tests, app shutdown)."""
         self.service.runtime.close()
+        if self.service.push is not None:
+            self.service.push.transport.close()
         self.store.close()
 
     def base_url(self) -> str:
@@ -62,6 +67,9 @@ class AgentState:
 
     def card_response(self) -> Response:
         """The public card with caching headers; 304 when the client's copy is current."""
+        # Health checks often fetch the card: let them start this worker's keeper too
+        # (it resumes webhook deliveries and reaps orphaned tasks after a restart).
+        self.service.runtime.ensure_keeper()
         rendered = self.renderer.render(self.base_url())
         headers = {
             "Cache-Control": f"public, max-age={self.settings.card_max_age}",
@@ -143,12 +151,43 @@ class A2A:
         state = AgentState(self.name, settings, service, CardRenderer(self.card, self.endpoints()))
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         service.lenient_version = bool(settings.lenient_version)
+        if self.card.capabilities.push_notifications:
+            self._set_up_push(service, settings)
         registry[self.name] = state
         app.url_map.converters.setdefault("a2aid", rest.IdConverter)
         app.register_blueprint(self._blueprint(state))
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
             self._register_root_card(app, state)
+
+    def _set_up_push(self, service: AgentService, settings: Settings) -> None:
+        """Webhook delivery with its SSRF guard, retries and (optionally) signatures."""
+        from .push.delivery import PushDispatcher, RetryPolicy
+        from .push.guard import WebhookPolicy
+        from .push.transport import WebhookTransport
+
+        policy = WebhookPolicy(allow_private=settings.push_allow_private,
+                               allowed_hosts=settings.push_allowed_hosts)
+        runtime = service.runtime
+        transport = WebhookTransport(
+            policy, timeout=(min(5.0, settings.push_timeout), settings.push_timeout))
+        signer = None
+        if settings.push_signing_key is not None:
+            from .push.signing import PushSigner
+
+            jwks_url = (settings.public_url + settings.url_prefix + JWKS_PATH
+                        if settings.public_url else "")
+            signer = PushSigner(settings.push_signing_key, jwks_url=jwks_url)
+        service.webhook_policy = policy
+        service.push = PushDispatcher(
+            service.store, transport,
+            renderer_for=lambda version: functools.partial(
+                dialects.push_renderer(version), service.stream_context()),
+            owner=runtime.process_owner,
+            retry=RetryPolicy(settings.push_max_attempts, settings.push_retry_delay,
+                              settings.push_retry_max_delay),
+            claim_ttl=settings.lease_ttl, signer=signer, sender=self)
+        runtime.chores.append(service.push.sweep)
 
     def endpoints(self) -> List[Endpoint]:
         """The bindings this agent serves, relative to its prefix."""
@@ -168,6 +207,10 @@ class A2A:
         if state.settings.url_prefix:
             for path in WELL_KNOWN_PATHS:
                 bp.add_url_rule(path, _card_endpoint(path), state.card_response, methods=["GET"])
+        push = state.service.push
+        if push is not None and push.signer is not None:
+            keys = push.signer.jwks()
+            bp.add_url_rule(JWKS_PATH, "jwks", lambda: keys, methods=["GET"])
         return bp
 
     def _register_root_card(self, app: Flask, state: AgentState) -> None:

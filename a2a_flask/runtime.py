@@ -279,6 +279,8 @@ class Runtime:
         self._last_purge = 0.0
         self._closed = False
         self.owner = ""
+        #: More work for each keeper round (such as resuming webhook deliveries).
+        self.chores: List[Callable[[], None]] = []
 
     # -- writing
 
@@ -387,6 +389,11 @@ class Runtime:
             self._runs = {}  # runs of a parent process do not run here
             Worker(self._keep, name="a2a-keeper")
 
+    def process_owner(self) -> str:
+        """This process's name in leases and claims (starting the keeper if need be)."""
+        self.ensure_keeper()
+        return self.owner
+
     def _keep(self) -> None:
         tick = min(1.0, self.lease_ttl / 3)
         while True:
@@ -404,7 +411,7 @@ class Runtime:
         Renews the leases of the runs here; stops runs whose task was canceled
         by another process; fails tasks whose runner died (lease expired); and
         deletes terminal tasks older than the task TTL (every minute, or every
-        half TTL when that is shorter).
+        half TTL when that is shorter); then does the :attr:`chores`.
         """
         runs = list(self._runs.values())
         self.store.renew_leases(self.owner, [run.task_id for run in runs], self.lease_ttl)
@@ -423,6 +430,8 @@ class Runtime:
             purged = self.store.purge(format_timestamp(cutoff))
             if purged:
                 log.info("purged %d finished tasks older than %ss", purged, self.task_ttl)
+        for chore in self.chores:
+            chore()
 
     def close(self) -> None:
         """Stop this process's keeper (the store is closed separately)."""

@@ -11,7 +11,7 @@ import dataclasses
 import fnmatch
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .errors import (
     ContentTypeNotSupportedError,
@@ -42,8 +42,12 @@ from .models import (
     new_id,
     parse_timestamp,
 )
+from .push.guard import UnsafeWebhookError, WebhookPolicy
 from .runtime import Run, Runtime
-from .stores.base import Event, TaskQuery, TaskRecord
+from .stores.base import Event, PushTarget, TaskQuery, TaskRecord
+
+if TYPE_CHECKING:
+    from .push.delivery import PushDispatcher
 
 #: One item of a stream: ``(sequence number, event)``, or ``None`` for a pause
 #: (nothing more right now: send what you have, or a keep-alive if that is nothing).
@@ -106,6 +110,9 @@ class AgentService:
         self.interfaces = interfaces
         #: Serve a 1.0 method sent without ``A2A-Version`` as 1.0 (A2A_LENIENT_VERSION).
         self.lenient_version = False
+        #: Webhook delivery and the SSRF guard, when the card declares push notifications.
+        self.push: Optional["PushDispatcher"] = None
+        self.webhook_policy: Optional[WebhookPolicy] = None
 
     # ----------------------------------------------------------- helpers
 
@@ -165,10 +172,12 @@ class AgentService:
         if config is not None:
             _check_history_length(config.history_length, "configuration.historyLength")
             if config.task_push_notification_config is not None:
-                self._require_push()
+                self._check_webhook(config.task_push_notification_config,
+                                    "configuration.taskPushNotificationConfig.url")
         self._check_input_modes(message)
         if message.task_id:
             record = self._visible(message.task_id, ctx)
+            before = record.seq
             if message.context_id and message.context_id != record.task.context_id:
                 raise InvalidParamsError(
                     "message.contextId does not match the task's context",
@@ -176,7 +185,9 @@ class AgentService:
                     violations=[("message.contextId", "does not match the task's contextId")],
                 )
             record = self.runtime.continue_task(record, message)
-            self._register_push(config, record.task.id, ctx)
+            self._register_push(config, record.task.id, ctx, before)
+            if self.push is not None:
+                self.push.kick(record.task.id)  # webhooks registered earlier get this turn
             return record
         task_id = client_task_id or new_id()
         context_id = message.context_id or new_id()
@@ -189,7 +200,7 @@ class AgentService:
             # The task must exist before we answer or register a webhook (unless
             # the agent was quicker and answered with a Message: then there is none).
             if run.ensure_task() is not None:
-                self._register_push(config, task_id, ctx)
+                self._register_push(config, task_id, ctx, 0)  # the whole story
         return run
 
     def send_message(self, request: SendMessageRequest, ctx: CallContext,
@@ -314,18 +325,38 @@ class AgentService:
 
     # ----------------------------------------------------------- push configs
 
-    def _register_push(self, config, task_id: str, ctx: CallContext) -> None:
+    def _check_webhook(self, config: TaskPushNotificationConfig, where: str) -> None:
+        """Refuse a webhook URL the SSRF guard does not allow (before anything changes)."""
+        self._require_push()
+        if self.webhook_policy is None:
+            return
+        try:
+            self.webhook_policy.check_registration(config.url)
+        except UnsafeWebhookError as exc:
+            raise InvalidParamsError(str(exc), violations=[(where, str(exc))]) from None
+
+    def _register_push(self, config, task_id: str, ctx: CallContext, from_seq: int) -> None:
+        """Store the webhook that came with a SendMessage (already checked)."""
         if config is not None and config.task_push_notification_config is not None:
             push = dataclasses.replace(config.task_push_notification_config, task_id=task_id)
-            self.create_push_config(push, ctx)
+            self._store_push(push, ctx, from_seq)
+
+    def _store_push(self, config: TaskPushNotificationConfig, ctx: CallContext,
+                    from_seq: int) -> TaskPushNotificationConfig:
+        stored = dataclasses.replace(config, id=config.id or new_id(), tenant=ctx.tenant)
+        self.store.put_push_target(config.task_id, PushTarget(
+            stored, dialect=ctx.dialect, owner=ctx.owner, delivered_seq=from_seq))
+        if self.push is not None:
+            self.push.kick(config.task_id)
+        return stored
 
     def create_push_config(self, config: TaskPushNotificationConfig,
                            ctx: CallContext) -> TaskPushNotificationConfig:
+        """Register a webhook; it gets the task's events from now on."""
         self._require_push()
-        self._visible(config.task_id, ctx)
-        stored = dataclasses.replace(config, id=config.id or new_id(), tenant=ctx.tenant)
-        self.store.put_push_config(config.task_id, stored)
-        return stored
+        record = self._visible(config.task_id, ctx)
+        self._check_webhook(config, "url")
+        return self._store_push(config, ctx, record.seq)
 
     def _masked(self, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
         auth = config.authentication
@@ -338,9 +369,9 @@ class AgentService:
                         ctx: CallContext) -> TaskPushNotificationConfig:
         self._require_push()
         self._visible(request.task_id, ctx)
-        for config in self.store.push_configs(request.task_id):
-            if config.id == request.id:
-                return self._masked(config)
+        for target in self.store.push_targets(request.task_id):
+            if target.config.id == request.id:
+                return self._masked(target.config)
         raise TaskNotFoundError(f"Push notification config {request.id} not found",
                                 metadata={"taskId": request.task_id, "configId": request.id})
 
@@ -348,7 +379,7 @@ class AgentService:
                           ctx: CallContext) -> ListTaskPushNotificationConfigsResponse:
         self._require_push()
         self._visible(request.task_id, ctx)
-        configs = [self._masked(c) for c in self.store.push_configs(request.task_id)]
+        configs = [self._masked(t.config) for t in self.store.push_targets(request.task_id)]
         return ListTaskPushNotificationConfigsResponse(configs, "")
 
     def delete_push_config(self, request: TaskPushConfigRequest, ctx: CallContext) -> Empty:

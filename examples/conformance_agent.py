@@ -4,6 +4,12 @@ Run it::
 
     gunicorn -k gevent -b 127.0.0.1:8000 examples.conformance_agent:app
 
+It declares push notifications.  Webhooks must be public addresses unless
+``FLASK_A2A_PUSH_ALLOW_PRIVATE=1`` is set, which lets a local test kit
+receive them on 127.0.0.1 (development only)::
+
+    FLASK_A2A_PUSH_ALLOW_PRIVATE=1 gunicorn -k gevent -b 127.0.0.1:8000 examples.conformance_agent:app
+
 The longest matching prefix wins; any other ``tck-`` id completes the task
 with "Hello from TCK"; other ids are echoed.  The same messageId may arrive
 many times, also as follow-ups on one task: it is never de-duplicated.
@@ -19,7 +25,7 @@ a2a = A2A(
         name="A2A Flask conformance agent",
         description="Answers according to the messageId prefix, for protocol test kits.",
         version="1.0.0",
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False,
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True,
                                        extended_agent_card=False),
         default_input_modes=["text/plain", "application/json", "*/*"],
         default_output_modes=["text/plain", "application/json"],

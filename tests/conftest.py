@@ -57,11 +57,16 @@ def drop_redis_prefix(prefix: str) -> None:
 
 @pytest.fixture
 def make_app(tmp_path) -> Callable[..., Flask]:
-    """Build an app with one agent: ``make_app(executor, card=..., store=..., **config)``."""
+    """Build an app with one agent: ``make_app(executor, card=..., store=..., **config)``.
+
+    Webhooks on ``example.com`` names pass the SSRF guard by name (the machine
+    has no DNS for them); tests of the guard itself set ``push_allowed_hosts``.
+    """
     created = []
 
     def factory(executor: Optional[Callable] = None, *, card: Optional[AgentCard] = None,
                 store: Any = None, **config: Any) -> Flask:
+        config.setdefault("push_allowed_hosts", "example.com,*.example.com")
         app = Flask("test_app")
         app.config.update({"A2A_" + k.upper(): v for k, v in config.items()})
         A2A(app, card=card or make_card(), executor=executor or echo, store=store)

@@ -241,3 +241,79 @@ def validate_card(card: Dict[str, Any]) -> None:
     validate(card_v1_view(card), "Agent Card")
     if "protocolVersion" in card:
         validate(card, "AgentCard", "v0.3")
+
+
+# ------------------------------------------------------------- webhooks
+
+
+class WebhookReceiver:
+    """A real HTTP server on loopback that records the pushes it gets.
+
+    ``script`` lists what to answer to the next requests, in order: an int is
+    a status code, a float is seconds to stall before answering 200 (for
+    timeouts), ``("redirect", url)`` answers 302; once it is used up every
+    push gets ``default`` (200).
+    """
+
+    def __init__(self, default: int = 200) -> None:
+        from werkzeug.serving import make_server
+
+        self.default = default
+        self.script: List[Any] = []
+        self.received: List[Dict[str, Any]] = []  # answered 2xx
+        self.attempts: List[Dict[str, Any]] = []  # every request
+        self._lock = threading.Lock()
+        self._arrived = threading.Condition(self._lock)
+        self._server = make_server("127.0.0.1", 0, self._app, threaded=True)
+        self.url = f"http://127.0.0.1:{self._server.server_port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def _app(self, environ, start_response):
+        from werkzeug.wrappers import Request, Response
+
+        request = Request(environ)
+        body = request.get_data()
+        record = {"path": request.path, "headers": dict(request.headers),
+                  "body": body, "json": json.loads(body) if body else None}
+        with self._lock:
+            action = self.script.pop(0) if self.script else self.default
+            self.attempts.append(record)
+        if isinstance(action, float):
+            time.sleep(action)
+            action = 200
+        if isinstance(action, tuple):
+            response = Response("", status=302, headers={"Location": action[1]})
+        else:
+            response = Response("{}", status=action, mimetype="application/json")
+        if 200 <= response.status_code < 300:
+            with self._lock:
+                self.received.append(record)
+                self._arrived.notify_all()
+        return response(environ, start_response)
+
+    def hook(self, path: str = "/hook") -> str:
+        return self.url + path
+
+    def wait_for(self, predicate, timeout: float = 15.0) -> List[Dict[str, Any]]:
+        """Wait until ``predicate(received)`` holds; the pushes received so far."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while not predicate(self.received):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"pushes never arrived; got {len(self.received)}: "
+                                         f"{[r['json'] for r in self.received]}")
+                self._arrived.wait(min(remaining, 0.1))
+            return list(self.received)
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(5)
+
+    def __enter__(self) -> "WebhookReceiver":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

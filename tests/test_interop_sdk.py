@@ -130,7 +130,7 @@ def test_sdk_card_resolver_parses_our_agent_card(conformance_server):
     jsonrpc = [i for i in card.supported_interfaces if i.protocol_binding == "JSONRPC"]
     assert [i.protocol_version for i in jsonrpc] == ["1.0", "0.3"]  # 1.0 preferred
     assert {i.url for i in jsonrpc} == {conformance_server.url + "/a2a"}
-    assert card.capabilities.streaming and not card.capabilities.push_notifications
+    assert card.capabilities.streaming and card.capabilities.push_notifications
     assert [s.id for s in card.skills] == ["tck"]
     assert "text/plain" in card.default_input_modes
 

@@ -108,6 +108,7 @@ def push_client(make_app):
 def app_with(card_kwargs: Optional[dict] = None, **kwargs: Any) -> Iterator[Any]:
     """An app built by hand (for ``extended_card``); its store is closed afterwards."""
     app = Flask("rest_app")
+    kwargs.setdefault("push_allowed_hosts", "*.example.com")  # no DNS for them here
     A2A(app, card=make_card(**(card_kwargs or {})), executor=agent, **kwargs)
     try:
         yield app.test_client()

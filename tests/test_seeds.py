@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import base64
 import copy
+import dataclasses
 import json
 import os
 import re
@@ -82,6 +83,8 @@ def client():
     from examples import conformance_agent
 
     app = Flask("seeds")
+    # The seeds' webhooks live on example.com names, which have no DNS here.
+    app.config["A2A_PUSH_ALLOWED_HOSTS"] = "*.example.com"
     A2A(app, card=conformance_agent.a2a.card, executor=conformance_agent.conformance)
     yield app.test_client()
     close_app(app)
@@ -216,8 +219,14 @@ def check_000_push_notification(client, example: str) -> None:
     push = {"url": "https://client.example.com/webhook/a2a-notifications",
             "token": "secure-client-token-for-task-aaa",
             "authentication": {"schemes": ["Bearer"]}}
-    body = send01(client, new_id(), msg01("Generate the Q1 report"), pushNotification=push)
-    failed(body, -32003)  # the conformance agent declares pushNotifications: false
+    task_id = new_id()
+    task = ok(send01(client, task_id, msg01("Generate the Q1 report"), pushNotification=push))
+    assert task["id"] == task_id
+    got = ok(v01(call(client, "tasks/pushNotification/get", {"id": task_id}),
+                 "GetTaskPushNotificationResponse"))
+    config = got["pushNotificationConfig"]
+    assert config["url"] == push["url"] and config["authentication"]["schemes"] == ["Bearer"]
+    assert config["token"] != push["token"]  # secrets are masked when read back
 
 
 def check_000_file_upload(client, example: str) -> None:
@@ -276,10 +285,12 @@ def check_000_push_set_get(client, example: str) -> None:
     set_params = {"id": task_id, "pushNotificationConfig": {"url": "https://c.example.com/h"}}
     validate(rpc_body("tasks/pushNotification/set", set_params), "SetTaskPushNotificationRequest",
              "v0.1")
-    failed(v01(call(client, "tasks/pushNotification/set", set_params),
-               "SetTaskPushNotificationResponse"), -32003)
-    failed(v01(call(client, "tasks/pushNotification/get", {"id": task_id}),
-               "GetTaskPushNotificationResponse"), -32003)
+    stored = ok(v01(call(client, "tasks/pushNotification/set", set_params),
+                    "SetTaskPushNotificationResponse"))
+    assert stored == {"id": task_id, "pushNotificationConfig": {"url": "https://c.example.com/h"}}
+    got = ok(v01(call(client, "tasks/pushNotification/get", {"id": task_id}),
+                 "GetTaskPushNotificationResponse"))
+    assert got == stored
 
 
 # ================================================================== checks: seed 001 (0.2/0.3 objects)
@@ -576,8 +587,10 @@ def check_004_method_push_set(client, example: str) -> None:
     params = {"id": task_id, "pushNotificationConfig": {"url": "https://c.example.com/h",
                                                         "token": "t"}}
     validate(rpc_body("tasks/pushNotification/set", params), "SetTaskPushNotificationRequest", "v0.1")
-    failed(v01(call(client, "tasks/pushNotification/set", params),
-               "SetTaskPushNotificationResponse"), -32003)  # push is off on this agent
+    stored = ok(v01(call(client, "tasks/pushNotification/set", params),
+                    "SetTaskPushNotificationResponse"))
+    assert stored["id"] == task_id
+    assert stored["pushNotificationConfig"]["token"] == "t"  # echoed to its sender
 
 
 def check_004_method_push_get(client, example: str) -> None:
@@ -586,7 +599,12 @@ def check_004_method_push_get(client, example: str) -> None:
     validate(rpc_body("tasks/pushNotification/get", {"id": task_id}),
              "GetTaskPushNotificationRequest", "v0.1")
     failed(v01(call(client, "tasks/pushNotification/get", {"id": task_id}),
-               "GetTaskPushNotificationResponse"), -32003)
+               "GetTaskPushNotificationResponse"), -32001)  # no webhook set for this task
+    call(client, "tasks/pushNotification/set",
+         {"id": task_id, "pushNotificationConfig": {"url": "https://c.example.com/h"}})
+    got = ok(v01(call(client, "tasks/pushNotification/get", {"id": task_id}),
+                 "GetTaskPushNotificationResponse"))
+    assert got["pushNotificationConfig"] == {"url": "https://c.example.com/h"}
 
 
 def stream_01(client, message_id: str) -> List[Dict[str, Any]]:
@@ -663,7 +681,18 @@ def check_004_error_table(client, example: str) -> None:
     task_id = new_id()
     send01(client, task_id, msg01("x"))
     failed(call(client, "tasks/cancel", {"id": task_id}), -32002)
-    failed(call(client, "tasks/pushNotification/get", {"id": task_id}), -32003)
+    from examples import conformance_agent
+
+    card = conformance_agent.a2a.card
+    app = Flask("no-push")  # the conformance agent declares push: take it away
+    A2A(app, executor=conformance_agent.conformance, card=dataclasses.replace(
+        card, capabilities=dataclasses.replace(card.capabilities, push_notifications=False)))
+    try:
+        no_push = app.test_client()
+        send01(no_push, task_id, msg01("x"))
+        failed(call(no_push, "tasks/pushNotification/get", {"id": task_id}), -32003)
+    finally:
+        close_app(app)
 
 
 # ================================================================== the catalogue
@@ -709,7 +738,7 @@ EXAMPLES = [
     Example("000", "Scenario: Client wants to book a flight", "rebuilt: multi-turn",
             check_000_multi_turn, block=False),
     Example("000", "Scenario: Client requests a long-running report",
-            "rebuilt: push notification (push off: -32003)", check_000_push_notification,
+            "rebuilt: push notification", check_000_push_notification,
             block=False),
     Example("000", "Scenario: Client sends an image for analysis", "rebuilt: file parts",
             check_000_file_upload, block=False),
@@ -722,7 +751,7 @@ EXAMPLES = [
     Example("000", "Allows a client to reconnect to an SSE stream", "rebuilt: tasks/resubscribe",
             check_000_resubscribe, block=False),
     Example("000", "Sets or updates the push notification configuration",
-            "rebuilt: tasks/pushNotification/set|get (push off: -32003)", check_000_push_set_get,
+            "rebuilt: tasks/pushNotification/set|get", check_000_push_set_get,
             block=False),
     # seed 001: 0.2/0.3 data objects (TypeScript)
     Example("001", 'role: "user" | "agent";', "Message object", check_001_message),

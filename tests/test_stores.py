@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import multiprocessing
@@ -26,7 +27,7 @@ from a2a_flask.models import (
 from a2a_flask.runtime import apply_event
 from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore
 from a2a_flask.stores.redis import RedisStore
-from a2a_flask.stores.base import SequenceConflict, TaskQuery, TaskRecord
+from a2a_flask.stores.base import PushTarget, SequenceConflict, TaskQuery, TaskRecord
 
 from .conftest import REDIS_URL, drop_redis_prefix
 
@@ -332,25 +333,71 @@ def config(config_id: str, url: str = "https://example.com/hook", **extra) -> Ta
     return TaskPushNotificationConfig(url=url, id=config_id, task_id="t1", **extra)
 
 
-def test_push_config_crud(store):
+def target(config_id: str, url: str = "https://example.com/hook", dialect: str = "1.0",
+           **extra) -> PushTarget:
+    return PushTarget(config(config_id, url, **extra), dialect=dialect, owner="alice")
+
+
+def configs_of(store, task_id: str):
+    return [t.config for t in store.push_targets(task_id)]
+
+
+def test_push_target_crud(store):
     create(store, "t1")
     create(store, "t2")
-    assert store.push_configs("t1") == []
-    secret = config("a", token="tok", authentication=AuthenticationInfo("Bearer", "cred"))
-    store.put_push_config("t1", secret)
-    store.put_push_config("t1", config("b"))
-    store.put_push_config("t2", config("c"))
-    assert [c.id for c in store.push_configs("t1")] == ["a", "b"]
-    assert store.push_configs("t1")[0] == secret  # stored as given, secrets included
-    store.put_push_config("t1", config("a", url="https://example.com/new"))
-    assert [(c.id, c.url) for c in store.push_configs("t1")] == [
+    assert store.push_targets("t1") == []
+    secret = target("a", token="tok", authentication=AuthenticationInfo("Bearer", "cred"))
+    store.put_push_target("t1", secret)
+    store.put_push_target("t1", target("b", dialect="0.1"))
+    store.put_push_target("t2", target("c"))
+    assert [c.id for c in configs_of(store, "t1")] == ["a", "b"]
+    assert store.push_targets("t1")[0] == secret  # stored as given, secrets included
+    assert [(t.dialect, t.owner) for t in store.push_targets("t1")] == [
+        ("1.0", "alice"), ("0.1", "alice")]
+    store.put_push_target("t1", target("a", url="https://example.com/new"))
+    assert [(c.id, c.url) for c in configs_of(store, "t1")] == [
         ("a", "https://example.com/new"), ("b", "https://example.com/hook")]
     store.delete_push_config("t1", "a")
     store.delete_push_config("t1", "a")  # deleting twice is fine
     store.delete_push_config("t1", "never-there")
     store.delete_push_config("missing-task", "x")
-    assert [c.id for c in store.push_configs("t1")] == ["b"]
-    assert [c.id for c in store.push_configs("t2")] == ["c"]
+    assert [c.id for c in configs_of(store, "t1")] == ["b"]
+    assert [c.id for c in configs_of(store, "t2")] == ["c"]
+
+
+def test_push_progress_and_backlog(store):
+    create(store, "t1")  # seq 1
+    create(store, "t2")
+    assert store.push_backlog() == []
+    store.put_push_target("t1", target("a"))  # delivered_seq 0 < 1: behind
+    store.put_push_target("t2", dataclasses.replace(target("b"), delivered_seq=1))
+    assert store.push_backlog() == ["t1"]
+    store.record_push_progress("t1", "a", 1, 0, False)
+    assert store.push_backlog() == []
+    append(store, "t2", [status_event("t2", S.WORKING)])
+    assert store.push_backlog() == ["t2"]
+    store.record_push_progress("t2", "b", 1, 3, False)
+    assert (store.push_targets("t2")[0].failures, store.push_targets("t2")[0].gave_up) == (3, False)
+    store.record_push_progress("t2", "b", 1, 8, True)  # given up: no longer a backlog
+    assert store.push_targets("t2")[0].gave_up and store.push_backlog() == []
+    store.put_push_target("t2", target("b"))  # registering again starts afresh
+    assert store.push_targets("t2")[0] == target("b") and store.push_backlog() == ["t2"]
+    store.delete_push_config("t2", "b")
+    store.record_push_progress("t2", "b", 2, 0, False)  # a deleted webhook stays deleted
+    assert store.push_targets("t2") == [] and store.push_backlog() == []
+
+
+def test_claims(store):
+    assert store.claim("push:t1", "worker-a", 5.0)
+    assert store.claim("push:t1", "worker-a", 5.0)  # renewing our own
+    assert not store.claim("push:t1", "worker-b", 5.0)
+    assert store.claim("push:t2", "worker-b", 5.0)  # other keys are free
+    store.release_claim("push:t1", "worker-b")  # not the holder: nothing happens
+    assert not store.claim("push:t1", "worker-b", 5.0)
+    store.release_claim("push:t1", "worker-a")
+    assert store.claim("push:t1", "worker-b", 0.1)
+    time.sleep(0.3)
+    assert store.claim("push:t1", "worker-a", 5.0)  # an expired claim is free
 
 
 # ================================================================ leases and retention
@@ -385,7 +432,7 @@ def test_renewal_by_another_owner_does_not_extend_a_lease(store):
 def test_purge_deletes_only_old_terminal_tasks(store):
     create(store, "old-done", second=1)
     append(store, "old-done", [status_event("old-done", S.COMPLETED, second=2)])
-    store.put_push_config("old-done", config("c"))
+    store.put_push_target("old-done", target("c"))
     create(store, "old-running", second=1)
     append(store, "old-running", [status_event("old-running", S.WORKING, second=2)])
     create(store, "new-done", second=1)
@@ -393,7 +440,7 @@ def test_purge_deletes_only_old_terminal_tasks(store):
     assert store.purge(stamp(30)) == 1
     assert store.load("old-done") is None
     assert store.read("old-done", 0) == []
-    assert store.push_configs("old-done") == []
+    assert store.push_targets("old-done") == []
     assert store.load("old-running") is not None and store.load("new-done") is not None
     assert sorted(ids(store.list_tasks(TaskQuery()))) == ["new-done", "old-running"]
 
@@ -407,7 +454,7 @@ def test_file_store_persists_across_reopening(tmp_path, kind):
     first = open_store(kind, path)
     create(first, "t1", tenant="acme", owner="alice")
     append(first, "t1", [user_turn("t1", "a"), status_event("t1", S.COMPLETED)])
-    first.put_push_config("t1", config("cfg", token="tok"))
+    first.put_push_target("t1", dataclasses.replace(target("cfg", token="tok"), delivered_seq=2))
     first.close()
 
     second = open_store(kind, path)
@@ -418,7 +465,8 @@ def test_file_store_persists_across_reopening(tmp_path, kind):
         assert [e.seq for e in second.read("t1", 0)] == [1, 2, 3]
         assert second.read("t1", 1)[0].event.message_id == "msg-a"
         assert ids(second.list_tasks(TaskQuery(tenant="acme", owner="alice"))) == ["t1"]
-        assert [(c.id, c.token) for c in second.push_configs("t1")] == [("cfg", "tok")]
+        assert [(t.config.id, t.config.token, t.delivered_seq)
+                for t in second.push_targets("t1")] == [("cfg", "tok", 2)]
         # And it keeps working: the reopened store appends after the persisted log.
         with pytest.raises(SequenceConflict):
             second.append("t1", 2, [status_event("t1", S.FAILED)], record.task)

@@ -24,6 +24,12 @@ _VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
 StreamRenderer = Callable[[Any], Callable[[Any], Optional[Any]]]
 
 
+#: Makes the payload renderer of one webhook delivery run: ``((seq, event), task
+#: after it)`` -> the JSON body of one push, or None to skip the event.  The task
+#: is only given to dialects that send whole tasks (0.3).
+PushRenderer = Callable[[Any], Callable[[Any, Any], Optional[Any]]]
+
+
 @dataclass
 class Method:
     """One JSON-RPC method of a dialect."""
@@ -59,6 +65,17 @@ def register(dialect: Dialect, aliases: tuple = ()) -> None:
 
 
 _ALIASES: Dict[str, str] = {}
+_PUSH: Dict[str, PushRenderer] = {}
+
+
+def register_push(version: str, renderer: PushRenderer) -> None:
+    """How webhooks registered in ``version`` get their payloads."""
+    _PUSH[version] = renderer
+
+
+def push_renderer(version: str) -> PushRenderer:
+    """The push payload renderer factory of a dialect (1.0 for anything unknown)."""
+    return _PUSH.get(version) or _PUSH["1.0"]
 
 
 def supported_versions() -> list:
@@ -128,5 +145,6 @@ def _unsupported(raw: str) -> VersionNotSupportedError:
 
 from . import v1, v03  # noqa: E402  (they register themselves)
 
-__all__ = ["Dialect", "Method", "negotiate", "normalise_version", "register", "resolve",
-           "supported_versions", "v1", "v03"]
+__all__ = ["Dialect", "Method", "PushRenderer", "negotiate", "normalise_version",
+           "push_renderer", "register", "register_push", "resolve", "supported_versions",
+           "v1", "v03"]

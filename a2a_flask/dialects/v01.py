@@ -15,7 +15,7 @@ from .. import models as m
 from ..codec import decode, encode
 from ..errors import InvalidParamsError
 from ..service import AgentService, CallContext, StreamContext
-from . import Method
+from . import Method, register_push
 from . import v03
 from .v03 import _drop_none, _object, _params, message_in, push_config_in
 from .v1 import params_of
@@ -105,6 +105,12 @@ def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Option
     return render
 
 
+def push_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any], Any], Optional[Dict[str, Any]]]:
+    """A 0.1 push is the 0.1 stream event (status with ``final``, or artifact)."""
+    render = stream_renderer(stream)
+    return lambda item, task: render(item)
+
+
 def push_config_out(config: m.TaskPushNotificationConfig) -> Dict[str, Any]:
     return {"id": config.task_id, "pushNotificationConfig": v03.push_inner_out(config, False)}
 
@@ -179,7 +185,9 @@ METHODS: Dict[str, Method] = {
     "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), _call("subscribe_to_task"),
                                 streaming=True, stream_renderer=stream_renderer),
     "tasks/pushNotification/set": Method(parse_set_push, _call("create_push_config"),
-                                         push_config_out),
+                                         push_config_out, dialect=VERSION),
     "tasks/pushNotification/get": Method(parse_get_push, _call("get_push_config"),
-                                         push_config_out),
+                                         push_config_out, dialect=VERSION),
 }
+
+register_push(VERSION, push_renderer)

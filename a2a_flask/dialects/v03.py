@@ -15,7 +15,7 @@ from .. import models as m
 from ..codec import decode, encode
 from ..errors import InvalidParamsError, TaskNotFoundError
 from ..service import AgentService, CallContext, StreamContext
-from . import Dialect, Method, register
+from . import Dialect, Method, register, register_push
 from .v1 import params_of
 
 VERSION = "0.3"
@@ -318,6 +318,8 @@ def _register() -> None:
         methods[name] = dataclasses.replace(
             shared, choose=by_task_dialect(shared, v01.METHODS[name]))
     register(Dialect(VERSION, methods, stream_renderer), aliases=("0.2",))
+    # A 0.3 push is the whole task as it is after the event (the 0.3 spec's example).
+    register_push(VERSION, lambda stream: lambda item, task: task and task_out(task))
 
 
 def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:

@@ -7,7 +7,7 @@ from .. import models as m
 from ..codec import decode, encode
 from ..errors import InvalidParamsError
 from ..service import AgentService, CallContext
-from . import Dialect, Method, register
+from . import Dialect, Method, register, register_push
 
 VERSION = "1.0"
 
@@ -74,3 +74,5 @@ METHODS = {
 
 DIALECT = Dialect(VERSION, METHODS, lambda stream: render_event)
 register(DIALECT)
+# A 1.0 push is one StreamResponse object, as a stream would carry it.
+register_push(VERSION, lambda stream: lambda item, task: render_event(item))

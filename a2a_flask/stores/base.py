@@ -1,4 +1,4 @@
-"""The store contract: tasks, their event logs, and push configs.
+"""The store contract: tasks, their event logs, push targets and claims.
 
 The store is the only state shared between requests, workers and (with a
 networked backend) hosts.  Every change to a task is an event appended to the
@@ -60,6 +60,27 @@ class TaskRecord:
     @property
     def updated_at(self) -> str:
         return self.task.status.timestamp or self.created_at
+
+
+@dataclass
+class PushTarget:
+    """A webhook of a task: its config, who registered it in which dialect, and
+    how far delivery got (the task's event log is the outbox; this is its cursor)."""
+
+    config: TaskPushNotificationConfig
+    dialect: str = "1.0"
+    owner: str = ""
+    #: The last log entry delivered (or deliberately skipped) to this webhook.
+    delivered_seq: int = 0
+    #: Failed attempts in a row at the next entry.
+    failures: int = 0
+    #: Set when delivery gave up after too many failures; registering again resets it.
+    gave_up: bool = False
+
+
+def is_behind(target: PushTarget, seq: int) -> bool:
+    """Whether a webhook still has entries up to ``seq`` to deliver."""
+    return not target.gave_up and target.delivered_seq < seq
 
 
 @dataclass
@@ -125,17 +146,39 @@ class TaskStore(ABC):
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         """One page of tasks, most recently updated first."""
 
-    @abstractmethod
-    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
-        """Insert or replace a push config (keyed by ``config.id``)."""
+    # -- push targets: webhooks and their delivery cursors
 
     @abstractmethod
-    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
-        """Every push config of a task, in creation order."""
+    def put_push_target(self, task_id: str, target: PushTarget) -> None:
+        """Insert or replace a webhook (keyed by ``target.config.id``, keeping its place)."""
+
+    @abstractmethod
+    def push_targets(self, task_id: str) -> List[PushTarget]:
+        """Every webhook of a task, in creation order."""
 
     @abstractmethod
     def delete_push_config(self, task_id: str, config_id: str) -> None:
-        """Remove a config; removing a missing one is not an error."""
+        """Remove a webhook; removing a missing one is not an error."""
+
+    @abstractmethod
+    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
+                             failures: int, gave_up: bool) -> None:
+        """Move a webhook's cursor; a webhook deleted meanwhile stays deleted."""
+
+    @abstractmethod
+    def push_backlog(self) -> List[str]:
+        """Tasks with a webhook that has not given up and is behind the task's log."""
+
+    # -- claims: one process at a time does a job (such as a task's deliveries)
+
+    @abstractmethod
+    def claim(self, key: str, owner: str, ttl: float) -> bool:
+        """Take or renew the claim on ``key`` for ``ttl`` seconds; False if another
+        owner holds an unexpired claim."""
+
+    @abstractmethod
+    def release_claim(self, key: str, owner: str) -> None:
+        """Drop the claim if ``owner`` still holds it."""
 
     # -- leases: the process running a task's executor holds one and renews it
 
@@ -160,7 +203,7 @@ class TaskStore(ABC):
     @abstractmethod
     def purge(self, updated_before: str) -> int:
         """Delete terminal tasks last updated before the timestamp (with logs,
-        push configs and leases); return how many went."""
+        push targets and leases); return how many went."""
 
     def close(self) -> None:
         """Release files and connections."""

@@ -5,20 +5,23 @@ with one worker, or pick a shared store (``shelve://`` on one host).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
 from ..concurrency import Notifier
-from ..models import Task, TaskPushNotificationConfig
+from ..models import Task
 from .base import (
     Event,
     LogEntry,
+    PushTarget,
     SequenceConflict,
     TaskPage,
     TaskQuery,
     TaskRecord,
     TaskStore,
+    is_behind,
     select_page,
 )
 
@@ -29,8 +32,9 @@ class MemoryStore(TaskStore):
     def __init__(self) -> None:
         self._records: Dict[str, TaskRecord] = {}
         self._logs: Dict[str, List[LogEntry]] = {}
-        self._push: Dict[str, Dict[str, TaskPushNotificationConfig]] = {}
+        self._push: Dict[str, Dict[str, PushTarget]] = {}
         self._leases: Dict[str, Tuple[str, float]] = {}
+        self._claims: Dict[str, Tuple[str, float]] = {}
         self._lock = threading.Lock()
         self._notifier = Notifier()
 
@@ -77,16 +81,44 @@ class MemoryStore(TaskStore):
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         return select_page(list(self._records.values()), query)
 
-    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+    def put_push_target(self, task_id: str, target: PushTarget) -> None:
         with self._lock:
-            self._push.setdefault(task_id, {})[config.id] = config
+            self._push.setdefault(task_id, {})[target.config.id] = target
 
-    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+    def push_targets(self, task_id: str) -> List[PushTarget]:
         return list(self._push.get(task_id, {}).values())
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         with self._lock:
             self._push.get(task_id, {}).pop(config_id, None)
+
+    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
+                             failures: int, gave_up: bool) -> None:
+        with self._lock:
+            targets = self._push.get(task_id, {})
+            if config_id in targets:
+                targets[config_id] = dataclasses.replace(
+                    targets[config_id], delivered_seq=delivered_seq, failures=failures,
+                    gave_up=gave_up)
+
+    def push_backlog(self) -> List[str]:
+        return [task_id for task_id, targets in list(self._push.items())
+                if task_id in self._records and any(
+                    is_behind(t, self._records[task_id].seq) for t in list(targets.values()))]
+
+    def claim(self, key: str, owner: str, ttl: float) -> bool:
+        now = time.time()
+        with self._lock:
+            holder, expires = self._claims.get(key, (owner, 0.0))
+            if holder != owner and expires >= now:
+                return False
+            self._claims[key] = (owner, now + ttl)
+            return True
+
+    def release_claim(self, key: str, owner: str) -> None:
+        with self._lock:
+            if self._claims.get(key, (None,))[0] == owner:
+                del self._claims[key]
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
         self._leases[task_id] = (owner, time.time() + ttl)

@@ -5,7 +5,11 @@ Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 ``{p}:task:{id}``   hash: the record's fields and the JSON snapshot
 ``{p}:log:{id}``    list: the event log, entry ``seq - 1`` is event ``seq``
 ``{p}:idx:{tenant}:{owner}``  sorted set of task ids by status time (ListTasks)
-``{p}:push:{id}``   hash: push config id -> JSON
+``{p}:push:{id}``   hash: ``c:<config id>`` -> the webhook (JSON), ``d:<config id>`` -> its
+                    delivery cursor ("delivered_seq failures gave_up")
+``{p}:pushorder:{id}``  sorted set: config ids in creation order
+``{p}:pushing``     set: tasks that have webhooks (to find delivery backlogs)
+``{p}:claim:{key}`` string: who does a job (a task's deliveries), with a Redis expiry
 ``{p}:lease:{id}``  string: the runner, with a Redis expiry (renewed by the runner)
 ``{p}:running``     set: tasks that have a runner (to find expired leases)
 ``{p}:notify``      pub/sub channel: "task id seq" after every append
@@ -26,10 +30,11 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import parse_qs, urlsplit
 
 from ..concurrency import Notifier, Worker
-from ..models import TERMINAL_STATES, Task, TaskPushNotificationConfig
+from ..models import TERMINAL_STATES, Task
 from .base import (
     Event,
     LogEntry,
+    PushTarget,
     SequenceConflict,
     StoreError,
     TaskPage,
@@ -38,8 +43,9 @@ from .base import (
     TaskStore,
     decode_page_token,
     encode_page_token,
+    is_behind,
 )
-from .serial import dump_config, dump_event, dump_task, load_config, load_event, load_task
+from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
 
 #: How often a waiter re-reads without a wake-up (seconds): a safety net only.
 SAFETY_POLL = 1.0
@@ -105,6 +111,31 @@ return 0
 """
 
 
+# KEYS: claim.  ARGV: owner, ttl ms.  Take a free claim or renew our own.
+_CLAIM = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: claim.  ARGV: owner.
+_UNCLAIM = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS: push.  ARGV: config id, cursor.  Only a webhook that still exists moves.
+_PROGRESS = """
+if redis.call('HEXISTS', KEYS[1], 'c:' .. ARGV[1]) == 0 then return 0 end
+return redis.call('HSET', KEYS[1], 'd:' .. ARGV[1], ARGV[2])
+"""
+
+
+def _cursor(target: PushTarget) -> str:
+    return f"{target.delivered_seq} {target.failures} {int(target.gave_up)}"
+
+
 def _score(timestamp: str) -> float:
     """A sorted-set score from our canonical timestamp (milliseconds since the epoch)."""
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
@@ -134,6 +165,9 @@ class RedisStore(TaskStore):
         self._create = self._redis.register_script(_CREATE)
         self._renew = self._redis.register_script(_RENEW)
         self._release = self._redis.register_script(_RELEASE)
+        self._claim = self._redis.register_script(_CLAIM)
+        self._unclaim = self._redis.register_script(_UNCLAIM)
+        self._progress = self._redis.register_script(_PROGRESS)
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
@@ -153,6 +187,10 @@ class RedisStore(TaskStore):
     @property
     def _running(self) -> str:
         return f"{self.prefix}:running"
+
+    @property
+    def _pushing(self) -> str:
+        return f"{self.prefix}:pushing"
 
     # ------------------------------------------------------------ records
 
@@ -281,30 +319,78 @@ class RedisStore(TaskStore):
 
     # ------------------------------------------------------------ push configs
 
-    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+    def put_push_target(self, task_id: str, target: PushTarget) -> None:
         key = self._key("push", task_id)
         order = self._key("pushorder", task_id)
+        config_id = target.config.id
         pipe = self._redis.pipeline()
-        pipe.hset(key, config.id, dump_config(config))
-        pipe.zadd(order, {config.id: self._redis.time()[0]}, nx=True)
+        pipe.hset(key, mapping={"c:" + config_id: dump_target(target),
+                                "d:" + config_id: _cursor(target)})
+        pipe.zadd(order, {config_id: self._redis.time()[0]}, nx=True)
+        pipe.sadd(self._pushing, task_id)
         pipe.ttl(self._key("task", task_id))
         *_, task_ttl = pipe.execute()
-        if task_ttl and task_ttl > 0:  # a finished task: its configs go with it
+        if task_ttl and task_ttl > 0:  # a finished task: its webhooks go with it
             self._redis.expire(key, task_ttl)
             self._redis.expire(order, task_ttl)
 
-    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+    def push_targets(self, task_id: str) -> List[PushTarget]:
         ids = [i.decode() for i in self._redis.zrange(self._key("pushorder", task_id), 0, -1)]
         if not ids:
             return []
-        texts = self._redis.hmget(self._key("push", task_id), ids)
-        return [load_config(text.decode()) for text in texts if text is not None]
+        fields = self._redis.hgetall(self._key("push", task_id))
+        return [target for target in (self._target(fields, config_id) for config_id in ids)
+                if target is not None]
+
+    @staticmethod
+    def _target(fields: Dict[bytes, bytes], config_id: str) -> Optional[PushTarget]:
+        text = fields.get(("c:" + config_id).encode())
+        if text is None:
+            return None
+        delivered, failures, gave_up = fields.get(("d:" + config_id).encode(), b"0 0 0").split()
+        return load_target(text.decode(), int(delivered), int(failures), gave_up == b"1")
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         pipe = self._redis.pipeline()
-        pipe.hdel(self._key("push", task_id), config_id)
+        pipe.hdel(self._key("push", task_id), "c:" + config_id, "d:" + config_id)
         pipe.zrem(self._key("pushorder", task_id), config_id)
         pipe.execute()
+
+    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
+                             failures: int, gave_up: bool) -> None:
+        self._progress(keys=[self._key("push", task_id)],
+                       args=[config_id, f"{delivered_seq} {failures} {int(gave_up)}"])
+
+    def push_backlog(self) -> List[str]:
+        task_ids = [i.decode() for i in self._redis.smembers(self._pushing)]
+        if not task_ids:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hget(self._key("task", task_id), "seq")
+            pipe.hgetall(self._key("push", task_id))
+        answers = pipe.execute()
+        behind, gone = [], []
+        for task_id, seq, fields in zip(task_ids, answers[::2], answers[1::2]):
+            if seq is None or not fields:  # expired or purged, or no webhook left
+                gone.append(task_id)
+                continue
+            targets = [self._target(fields, key[2:].decode()) for key in fields
+                       if key.startswith(b"c:")]
+            if any(t is not None and is_behind(t, int(seq)) for t in targets):
+                behind.append(task_id)
+        if gone:
+            self._redis.srem(self._pushing, *gone)
+        return behind
+
+    # ------------------------------------------------------------ claims
+
+    def claim(self, key: str, owner: str, ttl: float) -> bool:
+        return bool(self._claim(keys=[f"{self.prefix}:claim:{key}"],
+                                args=[owner, max(1, int(ttl * 1000))]))
+
+    def release_claim(self, key: str, owner: str) -> None:
+        self._unclaim(keys=[f"{self.prefix}:claim:{key}"], args=[owner])
 
     # ------------------------------------------------------------ leases
 

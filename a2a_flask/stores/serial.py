@@ -1,4 +1,4 @@
-"""Stored form of tasks, events and push configs for stores outside the process.
+"""Stored form of tasks, events and push targets for stores outside the process.
 
 JSON in the 1.0 wire shape (an event is a StreamResponse object), so that a
 store file or a Redis database can be read by any version of this library,
@@ -11,7 +11,7 @@ from typing import Any, Dict, Type
 
 from ..codec import decode, encode
 from ..models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
-from .base import Event
+from .base import Event, PushTarget
 
 _KINDS: Dict[type, str] = {
     Task: "task",
@@ -43,9 +43,14 @@ def load_task(text: str) -> Task:
     return decode(Task, json.loads(text))
 
 
-def dump_config(config: TaskPushNotificationConfig) -> str:
-    return dumps(encode(config))
+def dump_target(target: PushTarget) -> str:
+    """A webhook without its delivery cursor (stores keep that where it can change alone)."""
+    return dumps({"config": encode(target.config), "dialect": target.dialect,
+                  "owner": target.owner})
 
 
-def load_config(text: str) -> TaskPushNotificationConfig:
-    return decode(TaskPushNotificationConfig, json.loads(text))
+def load_target(text: str, delivered_seq: int = 0, failures: int = 0,
+                gave_up: bool = False) -> PushTarget:
+    body = json.loads(text)
+    return PushTarget(decode(TaskPushNotificationConfig, body["config"]), body["dialect"],
+                      body["owner"], delivered_seq, failures, gave_up)

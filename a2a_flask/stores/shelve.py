@@ -20,16 +20,18 @@ import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..concurrency import Notifier
-from ..models import Task, TaskPushNotificationConfig
+from ..models import Task
 from .base import (
     Event,
     LogEntry,
+    PushTarget,
     SequenceConflict,
     StoreError,
     TaskPage,
     TaskQuery,
     TaskRecord,
     TaskStore,
+    is_behind,
     select_page,
 )
 
@@ -121,13 +123,13 @@ class ShelveStore(TaskStore):
             records = [db[k] for k in list(db.keys()) if k.startswith("t:")]
         return select_page(records, query)
 
-    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+    def put_push_target(self, task_id: str, target: PushTarget) -> None:
         with self._shelf(write=True) as db:
-            configs: Dict[str, TaskPushNotificationConfig] = db.get("p:" + task_id, {})
-            configs[config.id] = config
-            db["p:" + task_id] = configs
+            targets: Dict[str, PushTarget] = db.get("p:" + task_id, {})
+            targets[target.config.id] = target
+            db["p:" + task_id] = targets
 
-    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
+    def push_targets(self, task_id: str) -> List[PushTarget]:
         with self._shelf() as db:
             return list(db.get("p:" + task_id, {}).values())
 
@@ -136,6 +138,39 @@ class ShelveStore(TaskStore):
             configs = db.get("p:" + task_id, {})
             if configs.pop(config_id, None) is not None:
                 db["p:" + task_id] = configs
+
+    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
+                             failures: int, gave_up: bool) -> None:
+        with self._shelf(write=True) as db:
+            targets = db.get("p:" + task_id, {})
+            target = targets.get(config_id)
+            if target is not None:
+                target.delivered_seq, target.failures = delivered_seq, failures
+                target.gave_up = gave_up
+                db["p:" + task_id] = targets
+
+    def push_backlog(self) -> List[str]:
+        with self._shelf() as db:
+            behind = []
+            for key in [k for k in list(db.keys()) if k.startswith("p:")]:
+                record: Optional[TaskRecord] = db.get("t:" + key[2:])
+                if record is not None and any(is_behind(t, record.seq) for t in db[key].values()):
+                    behind.append(key[2:])
+            return behind
+
+    def claim(self, key: str, owner: str, ttl: float) -> bool:
+        now = time.time()
+        with self._shelf(write=True) as db:
+            holder, expires = db.get("c:" + key, (owner, 0.0))
+            if holder != owner and expires >= now:
+                return False
+            db["c:" + key] = (owner, now + ttl)
+            return True
+
+    def release_claim(self, key: str, owner: str) -> None:
+        with self._shelf(write=True) as db:
+            if db.get("c:" + key, (None,))[0] == owner:
+                del db["c:" + key]
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
         with self._shelf(write=True) as db:

@@ -16,10 +16,11 @@ import time
 from typing import Any, Iterator, List, Optional
 
 from ..concurrency import Notifier
-from ..models import TERMINAL_STATES, Task, TaskPushNotificationConfig
+from ..models import TERMINAL_STATES, Task
 from .base import (
     Event,
     LogEntry,
+    PushTarget,
     SequenceConflict,
     StoreError,
     TaskPage,
@@ -29,7 +30,7 @@ from .base import (
     decode_page_token,
     encode_page_token,
 )
-from .serial import dump_config, dump_event, dump_task, load_config, load_event, load_task
+from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
 
 #: How often a waiter looks for commits made by other processes (seconds).
 POLL_INTERVAL = 0.02
@@ -59,12 +60,20 @@ CREATE TABLE IF NOT EXISTS leases (
     owner TEXT NOT NULL,
     expires REAL NOT NULL
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS push_configs (
+CREATE TABLE IF NOT EXISTS push_targets (
     task_id TEXT NOT NULL,
     id TEXT NOT NULL,
     position INTEGER NOT NULL,
-    config TEXT NOT NULL,
+    target TEXT NOT NULL,
+    delivered_seq INTEGER NOT NULL,
+    failures INTEGER NOT NULL,
+    gave_up INTEGER NOT NULL,
     PRIMARY KEY (task_id, id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS claims (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL
 ) WITHOUT ROWID;
 """
 
@@ -199,23 +208,51 @@ class SQLiteStore(TaskStore):
         more = len(rows) > query.page_size
         return TaskPage(records, total, encode_page_token(records[-1]) if more else "")
 
-    def put_push_config(self, task_id: str, config: TaskPushNotificationConfig) -> None:
+    def put_push_target(self, task_id: str, target: PushTarget) -> None:
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO push_configs VALUES (?,?,(SELECT COALESCE(MAX(position),0)+1 "
-                "FROM push_configs WHERE task_id=?),?) ON CONFLICT(task_id, id) "
-                "DO UPDATE SET config=excluded.config",
-                (task_id, config.id, task_id, dump_config(config)),
+                "INSERT INTO push_targets VALUES (?,?,(SELECT COALESCE(MAX(position),0)+1 "
+                "FROM push_targets WHERE task_id=?),?,?,?,?) ON CONFLICT(task_id, id) "
+                "DO UPDATE SET target=excluded.target, delivered_seq=excluded.delivered_seq, "
+                "failures=excluded.failures, gave_up=excluded.gave_up",
+                (task_id, target.config.id, task_id, dump_target(target), target.delivered_seq,
+                 target.failures, int(target.gave_up)),
             )
 
-    def push_configs(self, task_id: str) -> List[TaskPushNotificationConfig]:
-        rows = self._query("SELECT config FROM push_configs WHERE task_id=? ORDER BY position",
-                           (task_id,))
-        return [load_config(text) for (text,) in rows]
+    def push_targets(self, task_id: str) -> List[PushTarget]:
+        rows = self._query("SELECT target, delivered_seq, failures, gave_up FROM push_targets "
+                           "WHERE task_id=? ORDER BY position", (task_id,))
+        return [load_target(text, delivered, failures, bool(gave_up))
+                for text, delivered, failures, gave_up in rows]
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         with self._transaction() as db:
-            db.execute("DELETE FROM push_configs WHERE task_id=? AND id=?", (task_id, config_id))
+            db.execute("DELETE FROM push_targets WHERE task_id=? AND id=?", (task_id, config_id))
+
+    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
+                             failures: int, gave_up: bool) -> None:
+        with self._transaction() as db:
+            db.execute("UPDATE push_targets SET delivered_seq=?, failures=?, gave_up=? "
+                       "WHERE task_id=? AND id=?",
+                       (delivered_seq, failures, int(gave_up), task_id, config_id))
+
+    def push_backlog(self) -> List[str]:
+        rows = self._query("SELECT DISTINCT p.task_id FROM push_targets p JOIN tasks t "
+                           "ON t.id = p.task_id WHERE p.gave_up = 0 AND p.delivered_seq < t.seq")
+        return [task_id for (task_id,) in rows]
+
+    def claim(self, key: str, owner: str, ttl: float) -> bool:
+        now = time.time()
+        with self._transaction() as db:
+            db.execute("INSERT INTO claims VALUES (?,?,?) ON CONFLICT(key) DO UPDATE SET "
+                       "owner=excluded.owner, expires=excluded.expires "
+                       "WHERE claims.owner=excluded.owner OR claims.expires<?",
+                       (key, owner, now + ttl, now))
+            return db.execute("SELECT changes()").fetchone()[0] > 0
+
+    def release_claim(self, key: str, owner: str) -> None:
+        with self._transaction() as db:
+            db.execute("DELETE FROM claims WHERE key=? AND owner=?", (key, owner))
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
         with self._transaction() as db:
@@ -246,7 +283,7 @@ class SQLiteStore(TaskStore):
             gone = [task_id for (task_id,) in db.execute(
                 f"SELECT id FROM tasks WHERE updated_at<? AND state IN ({marks})",
                 (updated_before, *terminal))]
-            for table, column in (("events", "task_id"), ("push_configs", "task_id"),
+            for table, column in (("events", "task_id"), ("push_targets", "task_id"),
                                   ("leases", "task_id"), ("tasks", "id")):
                 db.executemany(f"DELETE FROM {table} WHERE {column}=?", [(t,) for t in gone])
         return len(gone)

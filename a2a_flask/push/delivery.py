@@ -1,0 +1,277 @@
+"""Webhook delivery: every event of a task, to each of its webhooks, in order, at least once.
+
+The task's event log is the outbox.  Each webhook is a
+:class:`~a2a_flask.stores.base.PushTarget` in the store with a cursor (the
+last log entry it got).  A *drain* of a task claims the task's deliveries in
+the store (one process at a time, so each webhook sees its events in order),
+sends each webhook what it has not had yet, moves the cursors, and follows
+the log while the task runs.  Drains start when a webhook is registered or a
+task is continued, and from the keeper's sweep, which also resumes what a
+stopped worker left behind (its claim expires; the cursors are in the store).
+
+A send that fails is retried with exponential backoff and jitter, without
+holding up the task's other webhooks; after ``max_attempts`` failures in a row
+the webhook is given up on (reported by log and signal; registering it again
+resets it).  A crash between a send and its cursor update means that event is
+sent again: receivers dedupe by task id and event.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set
+from urllib.parse import urlsplit
+
+from .. import signals
+from ..concurrency import Worker
+from ..models import Message, Role, Task
+from ..runtime import apply_event
+from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
+from .guard import UnsafeWebhookError
+from .transport import WebhookDeliveryError, WebhookTransport
+
+log = logging.getLogger("a2a_flask.push")
+
+#: ``(seq, event), task after it`` -> the JSON body for one webhook, or None to skip.
+PayloadRenderer = Callable[[Any, Optional[Task]], Optional[Any]]
+
+
+@dataclass
+class RetryPolicy:
+    """How often and how patiently a failing webhook is retried."""
+
+    #: Failed attempts in a row after which a webhook is given up on.
+    max_attempts: int = 8
+    #: The first retry waits about this long (seconds); each next one twice as long...
+    base_delay: float = 1.0
+    #: ...up to this.
+    max_delay: float = 300.0
+
+    def delay(self, failures: int) -> float:
+        """Seconds before the next attempt: exponential, half of it random (so that
+        webhooks that failed together do not retry together)."""
+        ceiling = min(self.max_delay, self.base_delay * 2 ** max(0, failures - 1))
+        return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+def shown_url(url: str) -> str:
+    """A webhook URL for log lines: no query string or fragment (they may hold secrets)."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}{parts.path}"
+
+
+class PushDispatcher:
+    """Delivers the webhooks of one agent (see the module docstring).
+
+    :param renderer_for: dialect version -> a factory of payload renderers (one per drain).
+    :param owner: this process's name in claims (the runtime's keeper owner).
+    :param sender: what signals are sent with (the :class:`~a2a_flask.A2A` object).
+    :param signer: signs bodies (``X-A2A-Notification-Signature``), or None.
+    """
+
+    def __init__(self, store: TaskStore, transport: WebhookTransport, *,
+                 renderer_for: Callable[[str], Callable[[], PayloadRenderer]],
+                 owner: Callable[[], str], retry: Optional[RetryPolicy] = None,
+                 claim_ttl: float = 30.0, sweep_interval: float = 2.0, signer: Any = None,
+                 sender: Any = None) -> None:
+        self.store = store
+        self.transport = transport
+        self.renderer_for = renderer_for
+        self.owner = owner
+        self.retry = retry or RetryPolicy()
+        self.claim_ttl = claim_ttl
+        self.sweep_interval = sweep_interval
+        self.signer = signer
+        self.sender = sender
+        self._draining: Set[str] = set()
+        self._lock = threading.Lock()
+        self._last_sweep = 0.0
+
+    # ------------------------------------------------------------ starting drains
+
+    def kick(self, task_id: str) -> None:
+        """Deliver what the task's webhooks have not had (in the background)."""
+        with self._lock:
+            if task_id in self._draining or self.store.closed:
+                return
+            self._draining.add(task_id)
+        Worker(lambda: self._drain(task_id), name=f"a2a-push-{task_id}")
+
+    def sweep(self) -> None:
+        """Start drains for every task with undelivered events (a keeper chore)."""
+        now = time.monotonic()
+        if now - self._last_sweep < self.sweep_interval:
+            return
+        self._last_sweep = now
+        for task_id in self.store.push_backlog():
+            self.kick(task_id)
+
+    # ------------------------------------------------------------ one task
+
+    def _drain(self, task_id: str) -> None:
+        key = f"push:{task_id}"
+        try:
+            while not self.store.closed:
+                owner = self.owner()
+                if not self.store.claim(key, owner, self.claim_ttl):
+                    return  # another process delivers this task's events
+                try:
+                    self._deliver(task_id, key, owner)
+                finally:
+                    if not self.store.closed:
+                        self.store.release_claim(key, owner)
+                # Events written between our last look and the release would wait
+                # for the sweep: look once more now that the claim is free.
+                if not self._behind(task_id):
+                    return
+        except Exception:  # a store hiccup: the sweep starts this task again
+            log.exception("push delivery for task %s stopped; it resumes on the next sweep",
+                          task_id)
+        finally:
+            with self._lock:
+                self._draining.discard(task_id)
+
+    def _behind(self, task_id: str) -> bool:
+        record = self.store.load(task_id)
+        return record is not None and any(
+            is_behind(t, record.seq) for t in self.store.push_targets(task_id))
+
+    def _deliver(self, task_id: str, key: str, owner: str) -> None:
+        renderers: Dict[str, PayloadRenderer] = {}
+        retry_at: Dict[str, float] = {}  # config id -> when its next attempt is due
+        while not self.store.closed:
+            if not self.store.claim(key, owner, self.claim_ttl):
+                return  # we stalled past the claim; the new holder carries on
+            record = self.store.load(task_id)
+            targets = [t for t in self.store.push_targets(task_id) if not t.gave_up]
+            if record is None or not targets:
+                return
+            pending = [t for t in targets if t.delivered_seq < record.seq]
+            now = time.monotonic()
+            due = [t for t in pending if retry_at.get(t.config.id, 0.0) <= now]
+            if due:
+                self._deliver_entries(task_id, due, renderers, retry_at)
+                continue
+            if not pending and (record.state.terminal or record.state.interrupted):
+                return  # all caught up; a continuation starts a new drain
+            # Wait for new events, or for the next retry, renewing the claim meanwhile.
+            wait = self.claim_ttl / 3
+            if pending:
+                wait = min(wait, min(retry_at[t.config.id] for t in pending) - now)
+            self.store.wait(task_id, record.seq, max(wait, 0.01))
+
+    def _deliver_entries(self, task_id: str, targets: List[PushTarget],
+                         renderers: Dict[str, PayloadRenderer],
+                         retry_at: Dict[str, float]) -> None:
+        """One pass over the log: each target gets its entries in order until one fails."""
+        folds = any(t.dialect == "0.3" for t in targets)  # 0.3 pushes carry the whole task
+        start = 0 if folds else min(t.delivered_seq for t in targets)
+        task: Optional[Task] = None
+        active = list(targets)
+        for entry in self.store.read(task_id, start):
+            if folds:
+                task = apply_event(task, entry.event) if task is not None else _first(entry)
+            for target in list(active):
+                if target.delivered_seq >= entry.seq:
+                    continue
+                renderer = renderers.get(target.config.id)
+                if renderer is None:
+                    renderer = renderers[target.config.id] = self.renderer_for(target.dialect)()
+                if not self._send(task_id, target, entry, task, renderer, retry_at):
+                    active.remove(target)  # its later events wait for the retry
+            if not active:
+                return
+
+    def _send(self, task_id: str, target: PushTarget, entry: LogEntry, task: Optional[Task],
+              renderer: PayloadRenderer, retry_at: Dict[str, float]) -> bool:
+        """Send one entry to one webhook; move its cursor.  False if it must wait."""
+        event = entry.event
+        payload = None
+        if not (isinstance(event, Message) and event.role is Role.USER):  # as streams do
+            payload = renderer((entry.seq, event), task)
+        config = target.config
+        if payload is None:
+            self._advance(task_id, target, entry.seq)
+            return True
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        attempt = target.failures + 1
+        error = ""
+        status: Optional[int] = None
+        try:
+            response = self.transport.post(config.url, body, self._headers(target, task_id, body))
+            status = response.status
+            if 200 <= status < 300:
+                self._sent(task_id, target, entry.seq, status, attempt, response.elapsed)
+                return True
+            error = f"HTTP {status} {response.reason}".strip()
+            if 300 <= status < 400:
+                error += " (redirects are not followed)"
+        except UnsafeWebhookError as exc:
+            error = str(exc)  # "webhook URL refused: ..." (DNS now says a private address)
+        except WebhookDeliveryError as exc:
+            error = str(exc)
+        self._failed(task_id, target, entry.seq, status, attempt, error, retry_at)
+        return False
+
+    def _headers(self, target: PushTarget, task_id: str, body: bytes) -> Mapping[str, str]:
+        config = target.config
+        headers = {"Content-Type": "application/a2a+json" if target.dialect == "1.0"
+                   else "application/json"}
+        if target.dialect == "1.0":
+            headers["A2A-Version"] = "1.0"
+        auth = config.authentication
+        if auth is not None and auth.scheme and auth.credentials:
+            headers["Authorization"] = f"{auth.scheme} {auth.credentials}"
+        if config.token:
+            headers["X-A2A-Notification-Token"] = config.token
+        if self.signer is not None:
+            headers["X-A2A-Notification-Signature"] = self.signer.sign(body, task_id=task_id)
+        return headers
+
+    # ------------------------------------------------------------ outcomes
+
+    def _advance(self, task_id: str, target: PushTarget, seq: int) -> None:
+        target.delivered_seq, target.failures = seq, 0
+        self.store.record_push_progress(task_id, target.config.id, seq, 0, False)
+
+    def _sent(self, task_id: str, target: PushTarget, seq: int, status: int, attempt: int,
+              elapsed: float) -> None:
+        url = shown_url(target.config.url)
+        if target.failures:
+            log.info("webhook %s of task %s recovered after %d failed attempts",
+                     url, task_id, target.failures)
+        log.debug("pushed event %d of task %s to %s: HTTP %d in %.3fs",
+                  seq, task_id, url, status, elapsed)
+        self._advance(task_id, target, seq)
+        signals.push_sent.send(self.sender, task_id=task_id, config_id=target.config.id,
+                               url=target.config.url, seq=seq, status=status, attempt=attempt)
+
+    def _failed(self, task_id: str, target: PushTarget, seq: int, status: Optional[int],
+                attempt: int, error: str, retry_at: Dict[str, float]) -> None:
+        url = shown_url(target.config.url)
+        target.failures = attempt
+        target.gave_up = attempt >= self.retry.max_attempts
+        self.store.record_push_progress(task_id, target.config.id, target.delivered_seq,
+                                        target.failures, target.gave_up)
+        if target.gave_up:
+            log.error("giving up on webhook %s (config %s) of task %s after %d failed attempts "
+                      "in a row; last error: %s. Fix the receiver, then register the config "
+                      "again to resume.", url, target.config.id, task_id, attempt, error)
+        else:
+            delay = self.retry.delay(attempt)
+            retry_at[target.config.id] = time.monotonic() + delay
+            log.warning("webhook %s of task %s: event %d, attempt %d/%d failed (%s); "
+                        "retrying in %.1fs", url, task_id, seq, attempt,
+                        self.retry.max_attempts, error, delay)
+        signals.push_failed.send(self.sender, task_id=task_id, config_id=target.config.id,
+                                 url=target.config.url, seq=seq, status=status, attempt=attempt,
+                                 error=error, gave_up=target.gave_up)
+
+
+def _first(entry: LogEntry) -> Optional[Task]:
+    """The task as the first log entry makes it (a new task's log starts with its snapshot)."""
+    return entry.event if isinstance(entry.event, Task) else None

@@ -1,0 +1,406 @@
+"""Push notifications end to end: real webhooks on loopback receive every task event.
+
+The agent runs in the Flask test client here (its executors and deliveries run
+in background threads, deliveries over real HTTP); test_push_server.py covers
+gunicorn and restarts.  The guard and the transport have their own tests.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Dict, List
+
+import pytest
+
+from a2a_flask import AgentCapabilities, signals
+from a2a_flask.models import new_id
+
+from .conftest import make_card
+from .helpers import V1, Gate, WebhookReceiver, rpc, validate
+
+PUSH = dict(card=make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True)))
+FAST = dict(push_allow_private=True, push_retry_delay=0.05, push_retry_max_delay=0.2,
+            push_timeout=1.0, lease_ttl=3.0)
+
+V03 = {"A2A-Version": "0.3"}
+TERMINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED")
+
+
+def chunky(ctx):
+    ctx.working("thinking")
+    for word in ("alpha ", "beta ", "gamma"):
+        ctx.artifact(word, append=True, artifact_id="answer")
+    ctx.complete("done")
+
+
+def asker(ctx):
+    if len([m for m in ctx.history if m.role.name == "USER"]) < 2:
+        ctx.ask("which city?")
+    else:
+        ctx.complete(f"going to {ctx.text}")
+
+
+@pytest.fixture
+def receiver():
+    with WebhookReceiver() as hooks:
+        yield hooks
+
+
+def message(text: str = "hello", **extra: Any) -> Dict[str, Any]:
+    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}], **extra}
+
+
+def result(body: Dict[str, Any]) -> Any:
+    assert "error" not in body, body
+    return body["result"]
+
+
+def state_of(payload: Dict[str, Any]) -> str:
+    """The task state a 1.0 StreamResponse push carries (or '' for artifacts)."""
+    if "task" in payload:
+        return payload["task"]["status"]["state"]
+    if "statusUpdate" in payload:
+        return payload["statusUpdate"]["status"]["state"]
+    return ""
+
+
+def finished(pushes: List[Dict[str, Any]]) -> bool:
+    return any(state_of(p["json"]) in TERMINAL for p in pushes)
+
+
+def send_with_webhook(client, url: str, executor_text: str = "hello", **config: Any) -> Dict[str, Any]:
+    webhook = {"url": url, **config}
+    body = rpc(client, "SendMessage", {"message": message(executor_text), "configuration": {
+        "taskPushNotificationConfig": webhook, "returnImmediately": True}})
+    return result(body)["task"]
+
+
+# ---------------------------------------------------------------- 1.0
+
+
+def test_every_event_of_a_task_reaches_the_webhook_in_order(make_app, store_url, receiver):
+    client = make_app(chunky, store=store_url, **PUSH, **FAST).test_client()
+    task = send_with_webhook(client, receiver.hook(), token="tok-1",
+                             authentication={"scheme": "Bearer", "credentials": "secret-cred"})
+    pushes = receiver.wait_for(finished)
+    payloads = [p["json"] for p in pushes]
+    for payload in payloads:
+        validate(payload, "Stream Response")
+    assert [next(iter(p)) for p in payloads] == [
+        "task", "statusUpdate", "artifactUpdate", "artifactUpdate", "artifactUpdate",
+        "statusUpdate"]
+    assert [state_of(p) for p in payloads if state_of(p)] == [
+        "TASK_STATE_SUBMITTED", "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    text = "".join(p["artifactUpdate"]["artifact"]["parts"][0]["text"]
+                   for p in payloads if "artifactUpdate" in p)
+    assert text == "alpha beta gamma"
+    assert all(p["task"]["id"] == task["id"] for p in payloads if "task" in p)
+    headers = pushes[0]["headers"]
+    assert headers["Authorization"] == "Bearer secret-cred"
+    assert headers["X-A2A-Notification-Token"] == "tok-1"
+    assert headers["Content-Type"] == "application/a2a+json"
+    assert headers["A2A-Version"] == "1.0"
+    assert "a2a-flask" in headers["User-Agent"]
+    time.sleep(0.3)
+    assert len(receiver.attempts) == len(pushes)  # nothing sent twice
+
+
+def test_no_authorization_header_without_credentials(make_app, receiver):
+    client = make_app(chunky, **PUSH, **FAST).test_client()
+    send_with_webhook(client, receiver.hook())
+    headers = receiver.wait_for(finished)[0]["headers"]
+    assert "Authorization" not in headers and "X-A2A-Notification-Token" not in headers
+
+
+def test_several_webhooks_each_get_everything(make_app, receiver):
+    client = make_app(asker, **PUSH, **FAST).test_client()
+    task = send_with_webhook(client, receiver.hook("/one"))
+    receiver.wait_for(lambda got: any(state_of(p["json"]) == "TASK_STATE_INPUT_REQUIRED"
+                                      for p in got))
+    created = result(rpc(client, "CreateTaskPushNotificationConfig", {
+        "taskId": task["id"], "url": receiver.hook("/two"), "id": "second"}))
+    assert created["id"] == "second"
+    result(rpc(client, "SendMessage", {"message": message("Paris", taskId=task["id"])}))
+    pushes = receiver.wait_for(lambda got: sum(finished([p]) for p in got) == 2)
+    one = [state_of(p["json"]) for p in pushes if p["path"] == "/one"]
+    two = [state_of(p["json"]) for p in pushes if p["path"] == "/two"]
+    assert one == ["TASK_STATE_SUBMITTED", "TASK_STATE_INPUT_REQUIRED",
+                   "TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    # Registered while the task waited for input: it gets what happened from then on.
+    assert two == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+
+
+def test_a_deleted_webhook_gets_nothing_more(make_app, receiver):
+    client = make_app(asker, **PUSH, **FAST).test_client()
+    task = send_with_webhook(client, receiver.hook(), id="cfg")
+    receiver.wait_for(lambda got: any(state_of(p["json"]) == "TASK_STATE_INPUT_REQUIRED"
+                                      for p in got))
+    result(rpc(client, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "cfg"}))
+    seen = len(receiver.attempts)
+    result(rpc(client, "SendMessage", {"message": message("Paris", taskId=task["id"])}))
+    time.sleep(0.5)
+    assert len(receiver.attempts) == seen
+
+
+def test_rest_registration_delivers_stream_responses(make_app, receiver):
+    client = make_app(asker, **PUSH, **FAST).test_client()
+    task = result(rpc(client, "SendMessage", {"message": message()}))["task"]
+    response = client.post(f"/a2a/rest/tasks/{task['id']}/pushNotificationConfigs",
+                           json={"url": receiver.hook()})
+    assert response.status_code == 200, response.get_data(as_text=True)
+    result(rpc(client, "SendMessage", {"message": message("Oslo", taskId=task["id"])}))
+    payloads = [p["json"] for p in receiver.wait_for(finished)]
+    for payload in payloads:
+        validate(payload, "Stream Response")
+    assert [state_of(p) for p in payloads] == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+
+
+# ---------------------------------------------------------------- 0.3 and 0.1
+
+
+def test_a_03_webhook_gets_the_whole_task_after_each_event(make_app, receiver):
+    client = make_app(chunky, **PUSH, **FAST).test_client()
+    body = rpc(client, "message/send", {
+        "message": {"kind": "message", "role": "user", "messageId": new_id(),
+                    "parts": [{"kind": "text", "text": "hi"}]},
+        "configuration": {"blocking": False, "pushNotificationConfig": {
+            "url": receiver.hook(), "token": "t03",
+            "authentication": {"schemes": ["Bearer"], "credentials": "c03"}}}}, headers=V03)
+    task_id = result(body)["id"]
+    pushes = receiver.wait_for(lambda got: any(
+        p["json"]["status"]["state"] == "completed" for p in got))
+    for push in pushes:
+        validate(push["json"], "Task", "v0.3")
+        assert push["json"]["kind"] == "task" and push["json"]["id"] == task_id
+    assert [p["json"]["status"]["state"] for p in pushes] == [
+        "submitted", "working", "working", "working", "working", "completed"]
+    texts = ["".join(part["text"] for a in p["json"].get("artifacts", []) for part in a["parts"])
+             for p in pushes]
+    assert texts == ["", "", "alpha ", "alpha beta ", "alpha beta gamma", "alpha beta gamma"]
+    assert pushes[0]["headers"]["Authorization"] == "Bearer c03"
+    assert pushes[0]["headers"]["X-A2A-Notification-Token"] == "t03"
+    assert pushes[0]["headers"]["Content-Type"] == "application/json"
+
+
+def test_a_01_webhook_gets_01_events(make_app, receiver):
+    client = make_app(chunky, **PUSH, **FAST).test_client()
+    task_id = new_id()
+    body = rpc(client, "tasks/send", {
+        "id": task_id, "message": {"role": "user", "parts": [{"type": "text", "text": "hi"}]},
+        "pushNotification": {"url": receiver.hook(), "token": "t01"}}, headers=V03)
+    assert result(body)["id"] == task_id
+    pushes = receiver.wait_for(lambda got: any(p["json"].get("final") for p in got))
+    payloads = [p["json"] for p in pushes]
+    for payload in payloads:
+        assert payload["id"] == task_id
+        validate(payload, "TaskArtifactUpdateEvent" if "artifact" in payload
+                 else "TaskStatusUpdateEvent", "v0.1")
+    assert [p["status"]["state"] for p in payloads if "status" in p] == [
+        "submitted", "working", "completed"]
+    assert [p["final"] for p in payloads if "status" in p] == [False, False, True]
+    assert [p["artifact"]["index"] for p in payloads if "artifact" in p] == [0, 0, 0]
+    assert pushes[0]["headers"]["X-A2A-Notification-Token"] == "t01"
+    # 0.1 reads the config back by task id, masked.
+    got = result(rpc(client, "tasks/pushNotification/get", {"id": task_id}, headers=V03))
+    assert got["pushNotificationConfig"]["url"] == receiver.hook()
+    assert got["pushNotificationConfig"]["token"] != "t01"
+
+
+# ---------------------------------------------------------------- failures
+
+
+@pytest.fixture
+def outcomes():
+    """push_sent / push_failed signals, as they fire."""
+    seen: Dict[str, List[Dict[str, Any]]] = {"sent": [], "failed": []}
+
+    def on_sent(sender, **info):
+        seen["sent"].append(info)
+
+    def on_failed(sender, **info):
+        seen["failed"].append(info)
+
+    signals.push_sent.connect(on_sent)
+    signals.push_failed.connect(on_failed)
+    yield seen
+    signals.push_sent.disconnect(on_sent)
+    signals.push_failed.disconnect(on_failed)
+
+
+def test_failed_pushes_are_retried_in_order_until_they_arrive(make_app, store_url, receiver,
+                                                             outcomes):
+    receiver.script = [500, 503, 0.0, 500]  # two failures, a success, one more failure
+    client = make_app(chunky, store=store_url, **PUSH, **FAST).test_client()
+    send_with_webhook(client, receiver.hook())
+    pushes = receiver.wait_for(finished)
+    assert [next(iter(p["json"])) for p in pushes] == [
+        "task", "statusUpdate", "artifactUpdate", "artifactUpdate", "artifactUpdate",
+        "statusUpdate"]
+    assert len(receiver.attempts) == len(pushes) + 3
+    failed = outcomes["failed"]
+    assert [(f["status"], f["attempt"], f["gave_up"]) for f in failed] == [
+        (500, 1, False), (503, 2, False), (500, 1, False)]
+    assert "HTTP 500" in failed[0]["error"]
+    assert [s["attempt"] for s in outcomes["sent"]][:2] == [3, 2]
+
+
+def test_a_webhook_that_times_out_is_retried(make_app, receiver, outcomes):
+    receiver.script = [2.5]  # longer than the 1 s push timeout
+    client = make_app(chunky, **PUSH, **FAST).test_client()
+    send_with_webhook(client, receiver.hook())
+    pushes = receiver.wait_for(finished, timeout=20)
+    states = [state_of(p["json"]) for p in pushes if state_of(p["json"])]
+    # The stalled first push may also have been received (at-least-once); the order holds.
+    assert states[-2:] == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    assert outcomes["failed"][0]["status"] is None
+    assert "no response within" in outcomes["failed"][0]["error"]
+
+
+def test_a_webhook_that_keeps_failing_is_given_up_and_reported(make_app, store_url, outcomes,
+                                                              caplog):
+    gate = Gate()
+
+    def gated(ctx):
+        gate.release.wait(10)
+        chunky(ctx)
+
+    with WebhookReceiver(default=500) as failing, WebhookReceiver() as healthy:
+        app = make_app(gated, store=store_url, **PUSH, **dict(FAST, push_max_attempts=3))
+        client = app.test_client()
+        with caplog.at_level(logging.WARNING, logger="a2a_flask.push"):
+            task = send_with_webhook(client, failing.hook())
+            result(rpc(client, "CreateTaskPushNotificationConfig", {
+                "taskId": task["id"], "url": healthy.hook(), "id": "healthy"}))
+            gate.release.set()
+            deadline = time.monotonic() + 15
+            while not any(f["gave_up"] for f in outcomes["failed"]):
+                assert time.monotonic() < deadline, outcomes
+                time.sleep(0.05)
+            healthy.wait_for(finished)  # the healthy webhook is not held up
+        assert len(failing.attempts) == 3
+        assert [f["attempt"] for f in outcomes["failed"]] == [1, 2, 3]
+        store = app.extensions["a2a"]["a2a"].store
+        given_up = [t for t in store.push_targets(task["id"]) if t.gave_up]
+        assert [t.config.url for t in given_up] == [failing.hook()]
+        assert any("giving up on webhook" in r.getMessage() and "register the config again"
+                   in r.getMessage() for r in caplog.records)
+        assert any("retrying in" in r.getMessage() for r in caplog.records)
+
+
+def test_a_redirect_is_not_followed(make_app, outcomes):
+    with WebhookReceiver() as elsewhere, WebhookReceiver() as redirecting:
+        redirecting.default = 302
+        redirecting.script = [("redirect", elsewhere.hook())] * 3
+        client = make_app(chunky, **PUSH, **dict(FAST, push_max_attempts=3)).test_client()
+        send_with_webhook(client, redirecting.hook())
+        deadline = time.monotonic() + 10
+        while not any(f["gave_up"] for f in outcomes["failed"]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert elsewhere.attempts == []
+        assert "redirects are not followed" in outcomes["failed"][0]["error"]
+
+
+# ---------------------------------------------------------------- SSRF at the API
+
+
+def test_private_webhooks_are_refused_by_default(make_app):
+    calls = []
+    app = make_app(lambda ctx: calls.append(ctx) or "hi", **PUSH)
+    client = app.test_client()
+    task = result(rpc(client, "SendMessage", {"message": message()}))["task"]
+    for url in ("http://127.0.0.1:9/hook", "http://localhost/hook", "http://10.0.0.1/",
+                "http://169.254.169.254/latest/meta-data/", "file:///etc/passwd"):
+        body = rpc(client, "CreateTaskPushNotificationConfig", {"taskId": task["id"], "url": url})
+        assert body["error"]["code"] == -32602, (url, body)
+        assert "A2A_PUSH" in body["error"]["message"] or "http:// or https://" in body["error"]["message"]
+        assert app.extensions["a2a"]["a2a"].store.push_targets(task["id"]) == []
+    before = len(calls)
+    body = rpc(client, "SendMessage", {"message": message(), "configuration": {
+        "taskPushNotificationConfig": {"url": "http://127.0.0.1:9/hook"}}})
+    assert body["error"]["code"] == -32602
+    assert len(calls) == before  # refused before anything started
+    assert result(rpc(client, "ListTasks", {}))["totalSize"] == 1
+
+
+def test_allowed_hosts_let_one_private_receiver_through(make_app, receiver):
+    client = make_app(chunky, **PUSH, **dict(FAST, push_allow_private=False,
+                                             push_allowed_hosts="127.0.0.1")).test_client()
+    send_with_webhook(client, receiver.hook())
+    assert receiver.wait_for(finished)
+    body = rpc(client, "CreateTaskPushNotificationConfig", {
+        "taskId": new_id(), "url": "http://10.1.2.3/hook"})
+    assert body["error"]["code"] in (-32001, -32602)
+
+
+def test_push_disabled_means_no_deliveries_and_32003(make_app, receiver):
+    client = make_app(chunky, **FAST).test_client()
+    body = rpc(client, "SendMessage", {"message": message(), "configuration": {
+        "taskPushNotificationConfig": {"url": receiver.hook()}}})
+    assert body["error"]["code"] == -32003
+    card = client.get("/.well-known/agent-card.json").get_json()
+    assert card["capabilities"]["pushNotifications"] is False
+
+
+def test_the_card_declares_push(make_app):
+    card = make_app(**PUSH).test_client().get("/.well-known/agent-card.json").get_json()
+    assert card["capabilities"]["pushNotifications"] is True
+
+
+# ---------------------------------------------------------------- signing
+
+
+def test_signed_pushes_verify_against_the_published_keys(make_app, receiver):
+    pytest.importorskip("cryptography")
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from a2a_flask.push.signing import PushSignatureError, verify_push
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    client = make_app(chunky, **PUSH, **FAST, push_signing_key=key,
+                      public_url="https://agent.example.com").test_client()
+    jwks = client.get("/a2a/.well-known/jwks.json").get_json()
+    assert [k["kty"] for k in jwks["keys"]] == ["EC"]
+    task = send_with_webhook(client, receiver.hook())
+    pushes = receiver.wait_for(finished)
+    for push in pushes:
+        claims = verify_push(push["body"], push["headers"]["X-A2A-Notification-Signature"], jwks,
+                             task_id=task["id"])
+        assert claims["taskId"] == task["id"]
+    with pytest.raises(PushSignatureError):
+        verify_push(pushes[0]["body"] + b" ", pushes[0]["headers"]["X-A2A-Notification-Signature"],
+                    jwks)
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+def test_deliveries_of_one_task_are_claimed_by_one_process_at_a_time(make_app, store_url, receiver):
+    """Two agents on one store (two workers): each push still arrives once, in order."""
+    if store_url == "memory://":
+        pytest.skip("the memory store is not shared between agents")
+    gate = Gate()
+
+    def gated(ctx):
+        ctx.working("waiting")
+        gate.release.wait(10)
+        for word in ("one ", "two ", "three"):
+            ctx.artifact(word, append=True, artifact_id="a")
+        ctx.complete("done")
+
+    first = make_app(gated, store=store_url, **PUSH, **FAST).test_client()
+    second = make_app(gated, store=store_url, **PUSH, **FAST).test_client()
+    task = send_with_webhook(first, receiver.hook())
+    result(rpc(second, "CreateTaskPushNotificationConfig", {
+        "taskId": task["id"], "url": receiver.hook("/b"), "id": "b"}))
+    gate.release.set()
+    pushes = receiver.wait_for(lambda got: sum(finished([p]) for p in got) == 2)
+    time.sleep(0.3)
+    for path in ("/hook", "/b"):
+        kinds = [next(iter(p["json"])) for p in receiver.attempts if p["path"] == path]
+        assert kinds[-4:] == ["artifactUpdate", "artifactUpdate", "artifactUpdate",
+                              "statusUpdate"], (path, kinds)
+        texts = [p["json"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+                 for p in pushes if p["path"] == path and "artifactUpdate" in p["json"]]
+        assert texts == ["one ", "two ", "three"]
