@@ -44,6 +44,8 @@ class Settings:
     lenient_version: bool = False
     #: Serve the public card at the host root ``/.well-known/...`` (the first agent does by default).
     root_card: Optional[bool] = None
+    #: Serve the inspector page at ``<prefix>/inspector/``; None: only while ``app.debug``.
+    inspector: Optional[bool] = None
     #: Let webhooks call private, loopback and link-local addresses (development only).
     push_allow_private: bool = False
     #: Hosts webhooks may call although they are not public: exact names, ``*.example.com``,

@@ -211,6 +211,13 @@ class A2A:
         if push is not None and push.signer is not None:
             keys = push.signer.jwks()
             bp.add_url_rule(JWKS_PATH, "jwks", lambda: keys, methods=["GET"])
+        inspector = state.settings.inspector
+        if inspector is None or inspector:
+            from .inspector import make_inspector
+
+            # None: on in debug mode only, asked per request (debug is often set after init_app).
+            bp.register_blueprint(make_inspector(
+                enabled=(lambda: current_app.debug) if inspector is None else None))
         return bp
 
     def _register_root_card(self, app: Flask, state: AgentState) -> None:

@@ -221,15 +221,18 @@ class Run:
                    metadata: Optional[Dict[str, Any]] = None) -> Task:
         if message is not None:
             message.task_id, message.context_id = self.task_id, self.context_id
-        status = TaskStatus(state=state, message=message, timestamp=utc_now())
-        event = TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)
+
+        def event() -> Event:
+            # Stamped once the task exists, so no status predates SUBMITTED.
+            status = TaskStatus(state=state, message=message, timestamp=utc_now())
+            return TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)
+
         return self._emit(event, state)
 
     def add_artifact(self, artifact: Artifact, *, append: bool = False, last_chunk: bool = False,
                      metadata: Optional[Dict[str, Any]] = None) -> Task:
-        event = TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact, append,
-                                        last_chunk, metadata)
-        return self._emit(event, None)
+        return self._emit(lambda: TaskArtifactUpdateEvent(
+            self.task_id, self.context_id, artifact, append, last_chunk, metadata), None)
 
     def set_reply(self, message: Message) -> None:
         """Answer with a Message; once a task exists that completes the task instead."""
@@ -242,11 +245,12 @@ class Run:
                 return
         self.set_status(TaskState.COMPLETED, message)
 
-    def _emit(self, event: Event, state: Optional[TaskState]) -> Task:
+    def _emit(self, make_event: Callable[[], Event], state: Optional[TaskState]) -> Task:
         if self.cancel_requested:
             raise TaskCancelled()
         if self.ensure_task() is None:
             raise TaskClosedError("the agent already answered with a message")
+        event = make_event()
 
         def build(record: TaskRecord) -> List[Event]:
             if record.state is TaskState.CANCELED:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 from typing import List, Optional
@@ -37,6 +38,8 @@ from a2a_flask.runtime import (
 )
 from a2a_flask.stores import MemoryStore, ShelveStore
 from a2a_flask.stores.base import SequenceConflict, TaskRecord
+
+from .helpers import stream, user_message
 
 S = TaskState
 TERMINAL = [S.COMPLETED, S.FAILED, S.CANCELED, S.REJECTED]
@@ -548,3 +551,23 @@ def test_store_append_conflict_is_reported(store):
     store.append("t1", 1, [status(S.WORKING)], apply_event(record.task, status(S.WORKING)))
     with pytest.raises(SequenceConflict):
         store.append("t1", 1, [status(S.FAILED)], apply_event(record.task, status(S.FAILED)))
+
+
+def test_status_timestamps_never_go_backwards_even_for_the_first_update(make_app, monkeypatch):
+    ticks = itertools.count()
+    monkeypatch.setattr("a2a_flask.runtime.utc_now",
+                        lambda: "2026-01-01T00:00:%02d.000Z" % next(ticks))
+
+    def agent(ctx):
+        ctx.working("on it")
+        ctx.complete()
+
+    client = make_app(agent).test_client()
+    stamps = []
+    for event in stream(client, "SendStreamingMessage", {"message": user_message("hi")}):
+        result = event["data"]["result"]
+        status = (result.get("task") or result.get("statusUpdate") or {}).get("status")
+        if status:
+            stamps.append(status["timestamp"])
+    assert len(stamps) == 3
+    assert stamps == sorted(stamps), stamps
