@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Tuple
 
 from .codec import encode
-from .models import AgentCard, AgentInterface
+from .models import AgentCard, AgentInterface, SecurityRequirement, StringList
 
 #: ``(protocolBinding, protocolVersion, path under the agent's prefix)`` of each endpoint.
 Endpoint = Tuple[str, str, str]
@@ -41,6 +41,17 @@ def with_default_capabilities(card: AgentCard, has_extended_card: bool) -> Agent
                              else caps.extended_agent_card),
     )
     return dataclasses.replace(card, capabilities=caps)
+
+
+def with_security(card: AgentCard, auth: Any) -> AgentCard:
+    """Declare the schemes of the ready-made authenticators (``BearerAuth``,
+    ``APIKeyAuth``) on a card that declares none itself; any one of them will do."""
+    schemes = auth.security_schemes()
+    if not schemes or card.security_schemes:
+        return card
+    return dataclasses.replace(
+        card, security_schemes=schemes,
+        security_requirements=[SecurityRequirement({name: StringList()}) for name in schemes])
 
 
 # 1.0 SecurityScheme wrapper member -> (0.3 ``type``, {1.0 member: 0.3 member}).

@@ -44,6 +44,19 @@ class Settings:
     lenient_version: bool = False
     #: Serve the public card at the host root ``/.well-known/...`` (the first agent does by default).
     root_card: Optional[bool] = None
+    #: Refuse callers without credentials when an authenticator is set (401); False serves
+    #: them as one shared anonymous caller.
+    auth_required: bool = True
+    #: Largest request body in bytes (larger: HTTP 413 with a JSON error).
+    max_content_length: int = 16 * 1024 * 1024
+    #: Most parts in one message.
+    max_parts: int = 100
+    #: Largest inline file (a ``raw`` part), in bytes after base64 decoding.
+    max_file_size: int = 10 * 1024 * 1024
+    #: Messages kept in a task's history (the oldest go first; 0 keeps all).
+    max_history: int = 1000
+    #: Open streams per authenticated caller in one worker process (0: no limit).
+    max_streams_per_caller: int = 100
     #: Serve the inspector page at ``<prefix>/inspector/``; None: only while ``app.debug``.
     inspector: Optional[bool] = None
     #: Let webhooks call private, loopback and link-local addresses (development only).
@@ -85,6 +98,17 @@ class Settings:
             settings.push_allowed_hosts = settings.push_allowed_hosts.split(",")
         settings.push_allowed_hosts = tuple(
             host.strip() for host in settings.push_allowed_hosts if host.strip())
+        settings.auth_required = _flag(settings.auth_required)
+        for name in ("max_content_length", "max_parts", "max_file_size"):
+            value = int(getattr(settings, name))
+            if value < 1:
+                raise ValueError(f"A2A_{name.upper()} must be >= 1, got {value}")
+            setattr(settings, name, value)
+        for name in ("max_history", "max_streams_per_caller"):
+            value = int(getattr(settings, name))
+            if value < 0:
+                raise ValueError(f"A2A_{name.upper()} must be >= 0 (0: no limit), got {value}")
+            setattr(settings, name, value)
         settings.push_max_attempts = int(settings.push_max_attempts)
         if settings.push_max_attempts < 1:
             raise ValueError(f"A2A_PUSH_MAX_ATTEMPTS must be >= 1, got {settings.push_max_attempts}")

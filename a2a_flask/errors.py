@@ -28,6 +28,11 @@ class A2AError(Exception):
     http_status: int = 500
     grpc_status: str = "INTERNAL"
     default_message: str = "Internal error"
+    #: The HTTP status of a JSON-RPC answer carrying this error: 200, except for
+    #: failures of the HTTP exchange itself (credentials, size, rate).
+    jsonrpc_http_status: int = 200
+    #: Extra HTTP headers to send with the error (``WWW-Authenticate``, ``Retry-After``).
+    headers: Dict[str, str] = {}
 
     def __init__(
         self,
@@ -136,3 +141,47 @@ class VersionNotSupportedError(A2AError):
     code, reason = -32009, "VERSION_NOT_SUPPORTED"
     http_status, grpc_status = 400, "FAILED_PRECONDITION"
     default_message = "Version not supported"
+
+
+# ---------------------------------------------------------------- this server's own codes
+#
+# The spec names no JSON-RPC codes for these (DIGEST §2.10: "use HTTP 401/403 at
+# the HTTP layer"); the codes come from the implementation-defined part of the
+# A2A range, far from the spec's sequence, and are documented in the README.
+
+
+class UnauthenticatedError(A2AError):
+    """Missing or bad credentials: HTTP 401 with ``WWW-Authenticate``."""
+
+    code, reason, http_status, grpc_status = -32040, "UNAUTHENTICATED", 401, "UNAUTHENTICATED"
+    default_message = "Authentication required"
+    jsonrpc_http_status = 401
+
+    def __init__(self, message: Optional[str] = None, *, challenge: str = "",
+                 **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.headers = {"WWW-Authenticate": challenge} if challenge else {}
+
+
+class PermissionDeniedError(A2AError):
+    """Authenticated, but not allowed to use this agent: HTTP 403."""
+
+    code, reason, http_status, grpc_status = -32041, "PERMISSION_DENIED", 403, "PERMISSION_DENIED"
+    default_message = "Permission denied"
+    jsonrpc_http_status = 403
+
+
+class ResourceExhaustedError(A2AError):
+    """A per-caller limit (such as open streams) is reached: HTTP 429."""
+
+    code, reason, http_status, grpc_status = -32042, "RESOURCE_EXHAUSTED", 429, "RESOURCE_EXHAUSTED"
+    default_message = "Too many requests"
+    jsonrpc_http_status = 429
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    """The body is larger than ``A2A_MAX_CONTENT_LENGTH``: HTTP 413, JSON-RPC -32600."""
+
+    reason, http_status = "PAYLOAD_TOO_LARGE", 413
+    default_message = "Request body too large"
+    jsonrpc_http_status = 413

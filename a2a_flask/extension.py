@@ -12,18 +12,20 @@ from __future__ import annotations
 import functools
 import logging
 from email.utils import formatdate
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from flask import Blueprint, Flask, Response, current_app, request
 
 from . import dialects, jsonrpc, rest
-from .card import CardRenderer, Endpoint, check_card, with_default_capabilities
+from .auth import Authentication, Authenticator
+from .card import CardRenderer, Endpoint, check_card, with_default_capabilities, with_security
 from .config import Settings
 from .executor import Executor, invoke
 from .models import AgentCard
 from .runtime import Run, Runtime
 from .deploy import gunicorn_workers
-from .service import AgentService, ExtendedCard
+from .headers import BODY_LIMIT_KEY
+from .service import AgentService, ExtendedCard, Limits
 from .stores import MemoryStore, TaskStore, open_store
 
 log = logging.getLogger("a2a_flask")
@@ -92,13 +94,19 @@ class A2A:
     :param store: a :class:`~a2a_flask.stores.TaskStore` or a store URL; wins over ``A2A_STORE``.
     :param url_prefix: where the endpoint lives; wins over ``A2A_URL_PREFIX`` (default ``/a2a``).
     :param name: the key in ``app.extensions["a2a"]``; give each agent of one app its own.
-    :param extended_card: the extended card, or a function of the call context returning one.
+    :param extended_card: the extended card (served to authenticated callers only), or a
+        function of the call context returning one (``ctx.principal`` is the caller).
+    :param auth: who may call: an authenticator (see :mod:`a2a_flask.auth`, e.g.
+        ``BearerAuth(verify)``) or a list of them, tried in order; or use the
+        :meth:`authenticate` decorator.  Without one, everybody may call.
     """
 
     def __init__(self, app: Optional[Flask] = None, *, card: AgentCard,
                  executor: Optional[Executor] = None, store: Any = None,
                  url_prefix: Optional[str] = None, name: str = "a2a",
-                 extended_card: Optional[ExtendedCard] = None, **settings: Any) -> None:
+                 extended_card: Optional[ExtendedCard] = None,
+                 auth: Union[Authenticator, Sequence[Authenticator], None] = None,
+                 **settings: Any) -> None:
         check_card(card)
         if isinstance(extended_card, AgentCard):
             check_card(extended_card)
@@ -107,6 +115,8 @@ class A2A:
         self._store = store
         self.name = name
         self.extended_card = extended_card
+        self.authenticators: List[Authenticator] = (
+            [] if auth is None else [auth] if callable(auth) else list(auth))
         self._overrides = dict(settings, url_prefix=url_prefix)
         if app is not None:
             self.init_app(app)
@@ -114,6 +124,18 @@ class A2A:
     def executor(self, fn: Executor) -> Executor:
         """Decorator: register ``fn(ctx)`` as this agent's executor."""
         self._executor = fn
+        return fn
+
+    def authenticate(self, fn: Authenticator) -> Authenticator:
+        """Decorator: ``fn()`` names the caller of the current request.
+
+        It returns a :class:`~a2a_flask.auth.Principal`, an id string, or None
+        (no credentials); it raises ``UnauthenticatedError`` for bad ones and
+        ``PermissionDeniedError`` for a caller who may not use this agent.
+        Register it before ``init_app``.  Declare its scheme on the card
+        (``security_schemes``) so that clients know what to send.
+        """
+        self.authenticators.append(fn)
         return fn
 
     # ------------------------------------------------------------ setup
@@ -128,6 +150,8 @@ class A2A:
             raise RuntimeError(f"an A2A agent named {self.name!r} is already registered; "
                                "pass name=... to give each agent its own")
         settings = Settings.from_config(app.config, **self._overrides)
+        auth = Authentication(self.authenticators, required=settings.auth_required)
+        card = with_security(self.card, auth)
         store = self._store if isinstance(self._store, TaskStore) else open_store(
             self._store or settings.store, task_ttl=settings.task_ttl)
         workers = gunicorn_workers()
@@ -145,13 +169,17 @@ class A2A:
 
         runtime = Runtime(store, run_in_app, cancel_grace=settings.cancel_grace,
                           close_on_auth_required=settings.close_stream_on_auth_required,
-                          lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl)
-        service = AgentService(self.card, runtime, blocking_timeout=settings.blocking_timeout,
+                          lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl,
+                          max_history=settings.max_history)
+        service = AgentService(card, runtime, blocking_timeout=settings.blocking_timeout,
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
-        state = AgentState(self.name, settings, service, CardRenderer(self.card, self.endpoints()))
+        service.auth = auth
+        service.limits = Limits(settings.max_parts, settings.max_file_size,
+                                settings.max_streams_per_caller)
+        state = AgentState(self.name, settings, service, CardRenderer(card, self.endpoints()))
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         service.lenient_version = bool(settings.lenient_version)
-        if self.card.capabilities.push_notifications:
+        if card.capabilities.push_notifications:
             self._set_up_push(service, settings)
         registry[self.name] = state
         app.url_map.converters.setdefault("a2aid", rest.IdConverter)
@@ -196,8 +224,13 @@ class A2A:
 
     def _blueprint(self, state: AgentState) -> Blueprint:
         bp = Blueprint(f"a2a_{self.name}", __name__, url_prefix=state.settings.url_prefix or None)
-        # Each worker process needs its keeper (leases, orphans, retention) running.
-        bp.before_request(state.service.runtime.ensure_keeper)
+        body_limit = state.settings.max_content_length
+
+        @bp.before_request
+        def prepare() -> None:
+            # Each worker process needs its keeper (leases, orphans, retention) running.
+            state.service.runtime.ensure_keeper()
+            request.environ[BODY_LIMIT_KEY] = body_limit
 
         def rpc() -> Response:
             return jsonrpc.handle(state.service)

@@ -6,7 +6,7 @@ from typing import Any, List, Optional, Tuple
 
 from flask import request
 
-from .errors import ExtensionSupportRequiredError, JSONParseError
+from .errors import ExtensionSupportRequiredError, JSONParseError, PayloadTooLargeError
 from .models import AgentCard
 
 JSON_TYPES = ("application/json", "application/a2a+json")
@@ -19,6 +19,30 @@ def is_json_mimetype(mimetype: str) -> bool:
 
 def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
+
+
+#: Where an agent's blueprint puts its ``A2A_MAX_CONTENT_LENGTH`` for the request.
+BODY_LIMIT_KEY = "a2a_flask.max_content_length"
+DEFAULT_BODY_LIMIT = 16 * 1024 * 1024
+
+
+def read_body() -> bytes:
+    """The request body, refused (413, a JSON error) past the agent's size limit.
+
+    Checked before reading when ``Content-Length`` says so, and while reading
+    a chunked body, so an oversized request never sits in memory whole.
+    """
+    limit = request.environ.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT)
+    length = request.content_length
+    if length is None or length <= limit:
+        data = request.stream.read(limit + 1)
+        if len(data) <= limit:
+            return data
+        length = None
+    size = f"{length} bytes" if length is not None else "more than that"
+    raise PayloadTooLargeError(
+        f"The request body is {size}; this agent accepts at most {limit} bytes "
+        "(A2A_MAX_CONTENT_LENGTH)", metadata={"maxContentLength": limit})
 
 
 def parse_json(raw: bytes) -> Any:

@@ -14,8 +14,11 @@ Stages, in order, each with its own error:
 8. the operation's own A2A errors; anything unexpected is logged with its
    traceback and answered -32603 with no detail.
 
-Errors are HTTP 200 with ``application/json``, like results; authentication
-failures (401/403) belong to the HTTP layer, not here.
+Before all of them the caller is identified (when the agent asks for
+credentials): missing or bad ones are HTTP 401 with ``WWW-Authenticate``, a
+caller the agent refuses is 403 (JSON-RPC -32040 / -32041, id null: the body
+of a stranger is not read).  An oversized body is HTTP 413 (-32600).  Other
+errors are HTTP 200 with ``application/json``, like results.
 """
 from __future__ import annotations
 
@@ -32,7 +35,13 @@ from .errors import (
     InvalidParamsError,
     InvalidRequestError,
 )
-from .headers import is_json_mimetype, negotiate_extensions, parse_json, requested_version
+from .headers import (
+    is_json_mimetype,
+    negotiate_extensions,
+    parse_json,
+    read_body,
+    requested_version,
+)
 from .service import AgentService, CallContext
 from .sse import dumps, event_stream, parse_last_event_id
 
@@ -61,7 +70,7 @@ def _read_call() -> _Call:
             f"Content-Type must be application/json, not {request.mimetype or 'missing'}",
             metadata={"contentType": request.mimetype},
         )
-    body = parse_json(request.get_data(cache=False))
+    body = parse_json(read_body())
     if isinstance(body, list):
         raise InvalidRequestError("Batch requests are not supported; send one request object")
     if not isinstance(body, dict):
@@ -90,8 +99,9 @@ def _with_id(exc: A2AError, request_id: Any) -> A2AError:
     return exc
 
 
-def _json(body: Dict[str, Any], headers: Optional[Dict[str, str]] = None) -> Response:
-    return Response(dumps(body), status=200, mimetype="application/json", headers=headers)
+def _json(body: Dict[str, Any], headers: Optional[Dict[str, str]] = None,
+          status: int = 200) -> Response:
+    return Response(dumps(body), status=status, mimetype="application/json", headers=headers)
 
 
 def handle(service: AgentService) -> Response:
@@ -99,6 +109,7 @@ def handle(service: AgentService) -> Response:
     request_id: Any = None
     headers: Dict[str, str] = {}
     try:
+        principal = service.auth.identify()
         call = _read_call()
         request_id = call.request_id
         dialect, method = dialects.resolve(requested_version(), call.method,
@@ -109,9 +120,11 @@ def handle(service: AgentService) -> Response:
         parsed = method.parse(call.params)
         ctx = CallContext(
             tenant=getattr(parsed, "tenant", "") or "",
+            owner=principal.id if principal else "",
             dialect=method.dialect or dialect.version,
             extensions=extensions,
             last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
+            principal=principal,
         )
         answering = method.choose(service, parsed, ctx) if method.choose else method
         result = method.call(service, parsed, ctx)
@@ -128,7 +141,8 @@ def handle(service: AgentService) -> Response:
         return _json({"jsonrpc": "2.0", "id": request_id, "result": answering.render(result)},
                      headers)
     except A2AError as exc:
-        return _json(error_body(exc, getattr(exc, "request_id", request_id)), headers)
+        return _json(error_body(exc, getattr(exc, "request_id", request_id)),
+                     {**headers, **exc.headers}, exc.jsonrpc_http_status)
     except Exception:
         log.exception("JSON-RPC request failed")
         return _json(error_body(InternalError(), request_id), headers)

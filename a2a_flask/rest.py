@@ -33,7 +33,13 @@ from .errors import (
     MethodNotFoundError,
     VersionNotSupportedError,
 )
-from .headers import is_json_mimetype, negotiate_extensions, parse_json, requested_version
+from .headers import (
+    is_json_mimetype,
+    negotiate_extensions,
+    parse_json,
+    read_body,
+    requested_version,
+)
 from .service import AgentService, CallContext
 from .sse import dumps, event_stream, parse_last_event_id
 
@@ -53,7 +59,7 @@ def error_response(exc: A2AError, headers: Optional[Dict[str, str]] = None) -> R
     body = {"error": {"code": exc.http_status, "status": exc.grpc_status,
                       "message": exc.message, "details": exc.details()}}
     return Response(dumps(body), status=exc.http_status, mimetype="application/json",
-                    headers=headers)
+                    headers={**(headers or {}), **exc.headers})
 
 
 def _stream_error(exc: A2AError) -> Dict[str, Any]:
@@ -63,7 +69,7 @@ def _stream_error(exc: A2AError) -> Dict[str, Any]:
 
 def json_body() -> Dict[str, Any]:
     """The request body as a JSON object ({} when empty); -32005/-32700/-32602 otherwise."""
-    raw = request.get_data(cache=False)
+    raw = read_body()
     if not raw.strip():
         return {}
     if not is_json_mimetype(request.mimetype):
@@ -186,6 +192,7 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
     def view(tenant: str = "", **path: str) -> Response:
         headers: Dict[str, str] = {}
         try:
+            principal = service.auth.identify()
             _check_version(route.version)
             extensions, echo = negotiate_extensions(service.card)
             if echo:
@@ -195,9 +202,11 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
                 parsed.tenant = tenant
             ctx = CallContext(
                 tenant=tenant or getattr(parsed, "tenant", "") or "",
+                owner=principal.id if principal else "",
                 dialect=route.version,
                 extensions=extensions,
                 last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
+                principal=principal,
             )
             result = route.operation(service, parsed, ctx)
             if route.streaming:

@@ -270,13 +270,15 @@ class Runtime:
 
     def __init__(self, store: TaskStore, invoke: Callable[[Run], None], *,
                  cancel_grace: float = 5.0, close_on_auth_required: bool = True,
-                 lease_ttl: float = 30.0, task_ttl: float = 0.0) -> None:
+                 lease_ttl: float = 30.0, task_ttl: float = 0.0, max_history: int = 0) -> None:
         self.store = store
         self._invoke = invoke
         self.cancel_grace = cancel_grace
         self.close_on_auth_required = close_on_auth_required
         self.lease_ttl = lease_ttl
         self.task_ttl = task_ttl
+        #: Messages a task's history keeps (0: all); the log keeps every event anyway.
+        self.max_history = max_history
         self._runs: Dict[str, Run] = {}
         self._keeper_pid = 0
         self._keeper_lock = threading.Lock()
@@ -300,6 +302,8 @@ class Runtime:
             task = record.task
             for event in events:
                 task = apply_event(task, event)
+            if self.max_history and len(task.history) > self.max_history:
+                task = dataclasses.replace(task, history=task.history[-self.max_history:])
             try:
                 seq = self.store.append(task_id, record.seq, events, task)
             except SequenceConflict:

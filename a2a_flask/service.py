@@ -13,12 +13,15 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
+from .auth import Authentication, Principal
 from .errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    ResourceExhaustedError,
     TaskNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
 )
 from .models import (
@@ -77,6 +80,8 @@ class CallContext:
     dialect: str = "1.0"
     extensions: List[str] = field(default_factory=list)
     last_event_id: Optional[int] = None
+    #: The authenticated caller (None: anonymous); ``owner`` is its id.
+    principal: Optional[Principal] = None
 
 
 def view(task: Task, history_length: Optional[int] = None, include_artifacts: bool = True) -> Task:
@@ -92,6 +97,16 @@ def view(task: Task, history_length: Optional[int] = None, include_artifacts: bo
 def _check_history_length(value: Optional[int], name: str = "historyLength") -> None:
     if value is not None and value < 0:
         raise InvalidParamsError(f"{name} must be non-negative", violations=[(name, "must be >= 0")])
+
+
+@dataclass
+class Limits:
+    """What one request may ask for (the ``A2A_MAX_*`` settings)."""
+
+    max_parts: int = 100
+    max_file_size: int = 10 * 1024 * 1024
+    #: Open streams per authenticated caller in this process (0: no limit).
+    max_streams_per_caller: int = 100
 
 
 class AgentService:
@@ -113,6 +128,10 @@ class AgentService:
         #: Webhook delivery and the SSRF guard, when the card declares push notifications.
         self.push: Optional["PushDispatcher"] = None
         self.webhook_policy: Optional[WebhookPolicy] = None
+        #: Who may call (see :mod:`a2a_flask.auth`); nobody is asked by default.
+        self.auth = Authentication()
+        self.limits = Limits()
+        self._open_streams: Dict[str, int] = {}
 
     # ----------------------------------------------------------- helpers
 
@@ -130,6 +149,21 @@ class AgentService:
     def _require_push(self) -> None:
         if not self.card.capabilities.push_notifications:
             raise PushNotificationNotSupportedError()
+
+    def _check_size(self, message: Message) -> None:
+        limits = self.limits
+        if len(message.parts) > limits.max_parts:
+            raise InvalidParamsError(
+                f"A message may have at most {limits.max_parts} parts (A2A_MAX_PARTS)",
+                violations=[("message.parts", f"has {len(message.parts)} parts; "
+                                              f"at most {limits.max_parts}")])
+        for index, part in enumerate(message.parts):
+            if isinstance(part.raw, bytes) and len(part.raw) > limits.max_file_size:
+                raise InvalidParamsError(
+                    f"An inline file may be at most {limits.max_file_size} bytes "
+                    "(A2A_MAX_FILE_SIZE); send a url part for larger files",
+                    violations=[(f"message.parts[{index}].raw",
+                                 f"is {len(part.raw)} bytes; at most {limits.max_file_size}")])
 
     def _check_input_modes(self, message: Message) -> None:
         accepted = self.card.default_input_modes
@@ -174,6 +208,7 @@ class AgentService:
             if config.task_push_notification_config is not None:
                 self._check_webhook(config.task_push_notification_config,
                                     "configuration.taskPushNotificationConfig.url")
+        self._check_size(message)
         self._check_input_modes(message)
         if message.task_id:
             record = self._visible(message.task_id, ctx)
@@ -233,10 +268,34 @@ class AgentService:
                                client_task_id: str = "") -> Iterator[StreamItem]:
         """SendStreamingMessage: validated now; the returned iterator streams the events."""
         self._require_streaming()
+        self._check_stream_quota(ctx)
         config = request.configuration
         history_length = config.history_length if config else None
         started = self._accept(request, ctx, client_task_id, streamed=True)
-        return self._stream_started(started, history_length)
+        return self._counted(ctx, self._stream_started(started, history_length))
+
+    def _check_stream_quota(self, ctx: CallContext) -> None:
+        limit = self.limits.max_streams_per_caller
+        if limit and ctx.principal is not None and self._open_streams.get(ctx.owner, 0) >= limit:
+            raise ResourceExhaustedError(
+                f"You have {limit} streams open (A2A_MAX_STREAMS_PER_CALLER); close one first",
+                metadata={"limit": limit})
+
+    def _counted(self, ctx: CallContext, stream: Iterator[StreamItem]) -> Iterator[StreamItem]:
+        """The stream, counted among its caller's open streams while it runs."""
+        if ctx.principal is None:
+            yield from stream
+            return
+        owner = ctx.owner
+        self._open_streams[owner] = self._open_streams.get(owner, 0) + 1
+        try:
+            yield from stream
+        finally:
+            left = self._open_streams[owner] - 1
+            if left:
+                self._open_streams[owner] = left
+            else:
+                del self._open_streams[owner]
 
     def _stream_started(self, started: Union[Run, TaskRecord],
                         history_length: Optional[int]) -> Iterator[StreamItem]:
@@ -308,13 +367,14 @@ class AgentService:
         """SubscribeToTask: the Task first, then live events; ``Last-Event-ID`` replays."""
         self._require_streaming()
         record = self._visible(request.id, ctx)
+        self._check_stream_quota(ctx)
         resume_from = ctx.last_event_id
         if record.state.terminal and (resume_from is None or resume_from >= record.seq):
             raise UnsupportedOperationError(
                 f"Task {request.id} is {record.state.value}; a terminal task has no stream",
                 metadata={"taskId": request.id, "state": record.state.value},
             )
-        return self._subscription(record, resume_from)
+        return self._counted(ctx, self._subscription(record, resume_from))
 
     def _subscription(self, record: TaskRecord, resume_from: Optional[int]) -> Iterator[StreamItem]:
         if resume_from is None:
@@ -391,10 +451,15 @@ class AgentService:
     # ----------------------------------------------------------- card
 
     def get_extended_card(self, ctx: CallContext) -> AgentCard:
+        """The extended card: for authenticated callers only (spec §3.1.11), maybe per caller."""
         if not self.card.capabilities.extended_agent_card:
             raise UnsupportedOperationError("This agent declares no extended agent card")
         if self.extended_card is None:
             raise ExtendedAgentCardNotConfiguredError()
+        if ctx.principal is None:
+            raise UnauthenticatedError("The extended agent card is only for authenticated "
+                                       "callers; see securitySchemes in the public card",
+                                       challenge=self.auth.challenge)
         card = self.extended_card(ctx) if callable(self.extended_card) else self.extended_card
         if not card.supported_interfaces and self.interfaces is not None:
             # Clients replace the public card with this one: it must say where to call.

@@ -317,3 +317,18 @@ class WebhookReceiver:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# ------------------------------------------------------------- callers
+
+#: Bearer tokens the test agents accept, and whom they name.
+TOKENS = {"alice-token": "alice", "bob-token": "bob"}
+ALICE = {"Authorization": "Bearer alice-token"}
+BOB = {"Authorization": "Bearer bob-token"}
+
+
+def bearer_auth():
+    """The authenticator of the test agents: ``Bearer alice-token`` is alice."""
+    from a2a_flask.auth import BearerAuth
+
+    return BearerAuth(TOKENS.get)

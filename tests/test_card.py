@@ -29,7 +29,17 @@ from a2a_flask import (
 from a2a_flask.service import CallContext
 
 from .conftest import echo, make_card
-from .helpers import V1, card_v1_view, rpc, rpc_body, user_message, validate, validate_card
+from .helpers import (
+    ALICE,
+    V1,
+    bearer_auth,
+    card_v1_view,
+    rpc,
+    rpc_body,
+    user_message,
+    validate,
+    validate_card,
+)
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
@@ -328,7 +338,7 @@ def test_extended_card_declared_but_not_configured_is_32007(make_app):
 def _extended_app(extended: Any) -> Flask:
     app = Flask("extended")
     A2A(app, card=make_card(capabilities=_extended_capabilities()), executor=echo,
-        store="memory://", extended_card=extended)
+        store="memory://", extended_card=extended, auth=bearer_auth(), auth_required=False)
     return app
 
 
@@ -345,11 +355,33 @@ def test_extended_card_configured_is_returned(make_app):
                                             tags=["vip"])])
     app = _extended_app(extended)
     try:
-        body = rpc(app.test_client(), "GetExtendedAgentCard")
+        body = rpc(app.test_client(), "GetExtendedAgentCard", headers=ALICE)
         assert "error" not in body, body
         validate(body["result"], "Agent Card")
         assert body["result"]["name"] == "Test agent (extended)"
         assert [s["id"] for s in body["result"]["skills"]] == ["test", "secret"]
+    finally:
+        _close(app)
+
+
+def test_extended_card_is_for_authenticated_callers_only():
+    app = _extended_app(make_card(name="Members only", capabilities=_extended_capabilities()))
+    try:
+        client = app.test_client()
+        response = client.post("/a2a", json=rpc_body("GetExtendedAgentCard"), headers=V1)
+        assert response.status_code == 401
+        assert response.headers["WWW-Authenticate"].startswith('Bearer realm="a2a"')
+        body = response.get_json()
+        assert body["error"]["code"] == -32040 and body["id"] == 1
+        assert body["error"]["data"][0]["reason"] == "UNAUTHENTICATED"
+        bad = client.post("/a2a", json=rpc_body("GetExtendedAgentCard"),
+                          headers={**V1, "Authorization": "Bearer nope"})
+        assert bad.status_code == 401 and 'error="invalid_token"' in bad.headers["WWW-Authenticate"]
+        # The public card stays public, and declares the scheme to use.
+        public = card_v1_view(get_card(client))
+        assert public["securitySchemes"] == {"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}
+        assert public["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+        validate_card(get_card(client))
     finally:
         _close(app)
 
@@ -364,11 +396,11 @@ def test_extended_card_function_gets_the_call_context(make_app):
 
     app = _extended_app(per_caller)
     try:
-        body = rpc(app.test_client(), "GetExtendedAgentCard", {"tenant": "acme"})
+        body = rpc(app.test_client(), "GetExtendedAgentCard", {"tenant": "acme"}, headers=ALICE)
         validate(body["result"], "Agent Card")
         assert body["result"]["name"] == "For tenant acme"
         assert len(seen) == 1 and isinstance(seen[0], CallContext)
-        assert seen[0].dialect == "1.0"
+        assert seen[0].dialect == "1.0" and seen[0].principal.id == "alice"
     finally:
         _close(app)
 
@@ -376,11 +408,11 @@ def test_extended_card_function_gets_the_call_context(make_app):
 def test_configured_extended_card_is_advertised_when_capability_left_unset(make_app):
     app = Flask("extended_unset")
     A2A(app, card=make_card(capabilities=AgentCapabilities()), executor=echo, store="memory://",
-        extended_card=make_card(name="Extended"))
+        extended_card=make_card(name="Extended"), auth=bearer_auth())
     try:
         client = app.test_client()
         assert get_card(client)["capabilities"]["extendedAgentCard"] is True
-        body = rpc(client, "GetExtendedAgentCard")
+        body = rpc(client, "GetExtendedAgentCard", headers=ALICE)
         validate(body["result"], "Agent Card")
         assert body["result"]["name"] == "Extended"
     finally:
@@ -391,7 +423,7 @@ def test_extended_card_lists_the_real_interfaces_like_the_public_card(make_app):
     app = _extended_app(make_card(name="Extended", capabilities=_extended_capabilities()))
     try:
         client = app.test_client()
-        body = rpc(client, "GetExtendedAgentCard")
+        body = rpc(client, "GetExtendedAgentCard", headers=ALICE)
         validate(body["result"], "Agent Card")
         public = get_card(client)
         assert body["result"]["supportedInterfaces"] == public["supportedInterfaces"]

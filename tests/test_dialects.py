@@ -23,7 +23,7 @@ from a2a_flask import A2A, AgentCapabilities, AgentInterface, Part
 from a2a_flask.models import SecurityRequirement, StringList
 
 from .conftest import make_card
-from .helpers import Gate, card_v1_view, parse_sse, rpc_body, validate
+from .helpers import ALICE, Gate, bearer_auth, card_v1_view, parse_sse, rpc_body, validate
 
 PUSH = AgentCapabilities(streaming=True, push_notifications=True)
 ANY_INPUT = ["*/*"]
@@ -564,10 +564,15 @@ def close_app(app: Flask) -> None:
 
 def test_v03_get_authenticated_extended_card(store_url):
     extended = make_card(name="Extended agent", description="More skills for members")
-    with extended_app(store_url, extended_card=extended) as client:
+    with extended_app(store_url, extended_card=extended, auth=bearer_auth(),
+                      auth_required=False) as client:
         public = client.get("/.well-known/agent-card.json").get_json()
         assert public["supportsAuthenticatedExtendedCard"] is True
-        body = v03(call(client, "agent/getAuthenticatedExtendedCard"),
+        assert public["security"] == [{"bearer": []}]
+        assert public["securitySchemes"]["bearer"]["type"] == "http"
+        denied = post(client, "agent/getAuthenticatedExtendedCard")
+        assert denied.status_code == 401 and denied.get_json()["error"]["code"] == -32040
+        body = v03(call(client, "agent/getAuthenticatedExtendedCard", headers=ALICE),
                    "GetAuthenticatedExtendedCardResponse", v02=False)
         card = result(body)
         assert card["name"] == "Extended agent"

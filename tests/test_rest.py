@@ -24,7 +24,7 @@ from flask import Flask
 from a2a_flask import A2A, AgentCapabilities, Part
 
 from .conftest import make_card
-from .helpers import Gate, card_v1_view, parse_sse, rpc_body, validate
+from .helpers import ALICE, Gate, bearer_auth, card_v1_view, parse_sse, rpc_body, validate
 
 REST = "/a2a/rest"
 V03 = "/a2a/rest/v1"
@@ -204,7 +204,7 @@ def wait_state(client, task_id: str, states: set, base: str = REST) -> Dict[str,
 def test_every_1_0_route_at_root_and_under_a_tenant(base):
     extended = make_card(name="Extended")
     with app_with({"capabilities": PUSH_AND_CARD, "default_input_modes": ["*/*"]},
-                  extended_card=extended) as client:
+                  extended_card=extended, auth=bearer_auth(), auth_required=False) as client:
         task = send_task(client, "hello", base)
         assert task["status"]["state"] == "TASK_STATE_COMPLETED"
         assert ok(client.get(f"{base}/tasks/{task['id']}"), "Task")["id"] == task["id"]
@@ -235,7 +235,9 @@ def test_every_1_0_route_at_root_and_under_a_tenant(base):
         assert ok(client.delete(f"{configs}/{created['id']}")) == {}
         rest_error(client.get(f"{configs}/{created['id']}"), 404, "NOT_FOUND", "TASK_NOT_FOUND")
 
-        card = ok(client.get(base + "/extendedAgentCard"))
+        rest_error(client.get(base + "/extendedAgentCard"), 401, "UNAUTHENTICATED",
+                   "UNAUTHENTICATED")
+        card = ok(client.get(base + "/extendedAgentCard", headers=ALICE))
         assert card["name"] == "Extended"
         validate(card_v1_view(card), "Agent Card")
 
@@ -721,7 +723,10 @@ def test_v03_card_is_the_union_card(client):
 
 
 def test_v03_card_serves_the_extended_card_when_there_is_one():
-    with app_with(extended_card=make_card(name="Members only")) as client:
-        card = ok(client.get(V03 + "/card"))
+    with app_with(extended_card=make_card(name="Members only"), auth=bearer_auth(),
+                  auth_required=False) as client:
+        card = ok(client.get(V03 + "/card", headers=ALICE))
+        public = ok(client.get(V03 + "/card"))  # strangers get the public card
     assert card["name"] == "Members only" and card["protocolVersion"] == "0.3.0"
+    assert public["name"] == "Test agent"
     validate(card, "AgentCard", "v0.3")

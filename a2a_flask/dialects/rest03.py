@@ -194,8 +194,10 @@ def _list_push(path: Dict[str, str]) -> m.ListTaskPushNotificationConfigsRequest
 
 
 def _card(service: AgentService, request: Any, ctx: CallContext) -> m.AgentCard:
-    """0.3's GetAgentCard: the extended card where there is one, else the public card."""
-    if service.card.capabilities.extended_agent_card and service.extended_card is not None:
+    """0.3's GetAgentCard: the extended card for an authenticated caller where there is
+    one, else the public card."""
+    if (service.card.capabilities.extended_agent_card and service.extended_card is not None
+            and ctx.principal is not None):
         return service.get_extended_card(ctx)
     card = service.card
     if not card.supported_interfaces and service.interfaces is not None:
