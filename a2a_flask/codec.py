@@ -175,6 +175,13 @@ def decode(cls: Type[T], value: Any, path: str = "") -> T:
     return result
 
 
+def decode_lenient(cls: Type[T], value: Any) -> Tuple[T, List[FieldViolation]]:
+    """Build ``cls`` as far as possible and list every violation instead of raising
+    (a client tolerates agents that leave out REQUIRED members)."""
+    errors: List[FieldViolation] = []
+    return _decode(cls, value, "", errors), errors
+
+
 def _join(path: str, name: str) -> str:
     return f"{path}.{name}" if path else name
 

@@ -94,6 +94,37 @@ def view(task: Task, history_length: Optional[int] = None, include_artifacts: bo
     return dataclasses.replace(task, **changes) if changes else task
 
 
+class _CountedStream:
+    """A stream that holds one of its caller's stream slots from now until it is
+    closed or dropped (a generator would only count once the response started)."""
+
+    def __init__(self, stream: Iterator[StreamItem], counts: Dict[str, int], owner: str) -> None:
+        self._stream, self._counts, self._owner = stream, counts, owner
+        counts[owner] = counts.get(owner, 0) + 1
+        self._open = True
+
+    def __iter__(self) -> "_CountedStream":
+        return self
+
+    def __next__(self) -> StreamItem:
+        return next(self._stream)
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            left = self._counts.get(self._owner, 1) - 1
+            if left > 0:
+                self._counts[self._owner] = left
+            else:
+                self._counts.pop(self._owner, None)
+            close = getattr(self._stream, "close", None)
+            if close is not None:
+                close()
+
+    def __del__(self) -> None:
+        self.close()
+
+
 def _check_history_length(value: Optional[int], name: str = "historyLength") -> None:
     if value is not None and value < 0:
         raise InvalidParamsError(f"{name} must be non-negative", violations=[(name, "must be >= 0")])
@@ -282,20 +313,10 @@ class AgentService:
                 metadata={"limit": limit})
 
     def _counted(self, ctx: CallContext, stream: Iterator[StreamItem]) -> Iterator[StreamItem]:
-        """The stream, counted among its caller's open streams while it runs."""
-        if ctx.principal is None:
-            yield from stream
-            return
-        owner = ctx.owner
-        self._open_streams[owner] = self._open_streams.get(owner, 0) + 1
-        try:
-            yield from stream
-        finally:
-            left = self._open_streams[owner] - 1
-            if left:
-                self._open_streams[owner] = left
-            else:
-                del self._open_streams[owner]
+        """The stream, counted among its caller's open streams until it is closed."""
+        if ctx.principal is None or not self.limits.max_streams_per_caller:
+            return stream
+        return _CountedStream(stream, self._open_streams, ctx.owner)
 
     def _stream_started(self, started: Union[Run, TaskRecord],
                         history_length: Optional[int]) -> Iterator[StreamItem]:

@@ -7,7 +7,6 @@ gunicorn and restarts.  The guard and the transport have their own tests.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any, Dict, List
 
@@ -17,7 +16,7 @@ from a2a_flask import AgentCapabilities, signals
 from a2a_flask.models import new_id
 
 from .conftest import make_card
-from .helpers import V1, Gate, WebhookReceiver, rpc, validate
+from .helpers import Gate, WebhookReceiver, rpc, validate
 
 PUSH = dict(card=make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True)))
 FAST = dict(push_allow_private=True, push_retry_delay=0.05, push_retry_max_delay=0.2,

@@ -1,0 +1,7 @@
+"""``python -m a2a_flask``: the ``a2a-flask`` command line (see :mod:`a2a_flask.cli`)."""
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""The blocking A2A client: one object per agent interface.
+
+``A2AClient.connect(url)`` reads the agent's card and picks the best interface
+this client speaks; ``A2AClient(url, binding=..., version=...)`` talks to a
+known endpoint without a card.  Every operation takes and returns the 1.0
+models of :mod:`a2a_flask.models`, whichever generation is on the wire.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Type, Union
+
+import requests
+
+from .. import models as m
+from .card import (Prefer, binding_name, choose, fetch_card, generation, interfaces_of,
+                   read_card)
+from .errors import A2AClientError
+from .jsonrpc import JsonRpcTransport
+from .legacy import V01Transport, V03Transport
+from .messages import PathLike, make_message
+from .rest import RestTransport
+from .stream import EventStream
+from .transport import Timeout, Transport
+
+#: (binding, generation) -> the transport class speaking it.
+TRANSPORTS: Dict[tuple, Type[Transport]] = {
+    ("JSONRPC", "1.0"): JsonRpcTransport,
+    ("HTTP+JSON", "1.0"): RestTransport,
+    ("JSONRPC", "0.3"): V03Transport,
+    ("JSONRPC", "0.1"): V01Transport,
+}
+
+Reply = Union[m.Task, m.Message]
+PushTarget = Union[str, m.TaskPushNotificationConfig]
+Authentication = Union[m.AuthenticationInfo, Sequence[str], None]
+
+
+class A2AClient:
+    """A blocking client for one A2A agent interface.
+
+    :param url: the interface URL (e.g. ``http://host/a2a`` or ``http://host/a2a/rest``).
+    :param binding: ``JSONRPC`` or ``HTTP+JSON`` (``rest`` also works).
+    :param version: the protocol version the interface speaks: ``1.0``, ``0.3`` or ``0.1``.
+    :param card: the agent card, when known (:meth:`connect` fills it in).
+    :param session: a :class:`requests.Session` to use (one is made otherwise).
+    :param headers: extra headers sent with every request.
+    :param token: a bearer token, sent as ``Authorization: Bearer <token>``.
+    :param tenant: the tenant to address (1.0; defaults to the interface's).
+    :param timeout: ``(connect, read)`` seconds, as in requests; the read timeout is
+        also the longest silence tolerated on a stream.
+    :param extensions: extension URIs to activate (the ``A2A-Extensions`` header).
+    :param max_reconnects: how many times in a row a broken stream is re-attached.
+    """
+
+    def __init__(self, url: str, *, binding: str = "JSONRPC", version: str = "1.0",
+                 card: Optional[m.AgentCard] = None, session: Optional[requests.Session] = None,
+                 headers: Optional[Mapping[str, str]] = None, token: Optional[str] = None,
+                 tenant: str = "", timeout: Timeout = (5, 60), extensions: Iterable[str] = (),
+                 max_reconnects: int = 3) -> None:
+        binding, wire = binding_name(binding), generation(version)
+        transport_cls = TRANSPORTS.get((binding, wire))
+        if transport_cls is None:
+            raise A2AClientError(f"This client does not speak {binding} {version}; it speaks "
+                                 + ", ".join(f"{b} {v}" for b, v in TRANSPORTS))
+        self._owns_session = session is None
+        self.session = session if session is not None else requests.Session()
+        sent = dict(headers or {})
+        if token:
+            sent["Authorization"] = f"Bearer {token}"
+        self.card = card
+        #: The interface in use (URL, binding, protocol version, tenant).
+        self.interface = m.AgentInterface(url=url, protocol_binding=binding,
+                                          protocol_version=version, tenant=tenant)
+        self.transport: Transport = transport_cls(
+            url, wire, session=self.session, headers=sent, timeout=timeout, tenant=tenant,
+            extensions=list(extensions))
+        self.max_reconnects = max_reconnects
+
+    @classmethod
+    def connect(cls, url: str, *, session: Optional[requests.Session] = None,
+                headers: Optional[Mapping[str, str]] = None, token: Optional[str] = None,
+                tenant: str = "", timeout: Timeout = (5, 60), prefer: Prefer = None,
+                extensions: Iterable[str] = (), max_reconnects: int = 3) -> "A2AClient":
+        """Resolve the agent card at ``url`` (a base URL or the card's own URL) and
+        return a client for the best interface it offers.
+
+        :param prefer: which interface to use when the card offers several: a
+            binding (``jsonrpc``, ``rest``), a version (``1.0``, ``0.3``, ``0.1``) or
+            both (``jsonrpc@0.3``), or a list of such, tried in order.  An
+            interface that matches none is never chosen.
+        :raises A2AClientError: when no card is found or no interface fits.
+        """
+        own = session is None
+        session = session if session is not None else requests.Session()
+        sent = dict(headers or {})
+        if token:
+            sent["Authorization"] = f"Bearer {token}"
+        try:
+            raw, card_url = fetch_card(url, session=session, headers=sent, timeout=timeout)
+            card = read_card(raw, card_url)
+            iface = choose(interfaces_of(raw, card_url, fallback=True), prefer)
+        except BaseException:
+            if own:
+                session.close()
+            raise
+        client = cls(iface.url, binding=iface.protocol_binding,
+                     version=generation(iface.protocol_version), card=card, session=session,
+                     headers=headers, token=token, tenant=tenant or iface.tenant, timeout=timeout,
+                     extensions=extensions, max_reconnects=max_reconnects)
+        client.interface.protocol_version = iface.protocol_version
+        client._owns_session = own
+        return client
+
+    # ------------------------------------------------------------ sending
+
+    def _request(self, message: Union[m.Message, str, None], *, file: Optional[PathLike],
+                 data: Any, parts: Iterable[m.Part], context_id: Optional[str],
+                 task_id: Optional[str], reference_task_ids: Iterable[str],
+                 metadata: Optional[Dict[str, Any]], history_length: Optional[int],
+                 accepted_output_modes: Optional[Sequence[str]], push: Optional[PushTarget],
+                 return_immediately: bool) -> m.SendMessageRequest:
+        if isinstance(message, m.Message):
+            built = dataclasses.replace(message, context_id=context_id or message.context_id,
+                                        task_id=task_id or message.task_id)
+        else:
+            built = make_message(message, file=file, data=data, parts=parts,
+                                 context_id=context_id or "", task_id=task_id or "",
+                                 reference_task_ids=reference_task_ids)
+        if isinstance(push, str):
+            push = m.TaskPushNotificationConfig(url=push)
+        config = m.SendMessageConfiguration(
+            accepted_output_modes=list(accepted_output_modes or []),
+            task_push_notification_config=push, history_length=history_length,
+            return_immediately=return_immediately)
+        if config == m.SendMessageConfiguration():
+            config = None  # nothing to say: leave the member out
+        return m.SendMessageRequest(message=built, configuration=config, metadata=metadata)
+
+    def send(self, message: Union[m.Message, str, None] = None, *,
+             file: Optional[PathLike] = None, data: Any = m.UNSET, parts: Iterable[m.Part] = (),
+             context_id: Optional[str] = None, task_id: Optional[str] = None,
+             reference_task_ids: Iterable[str] = (), metadata: Optional[Dict[str, Any]] = None,
+             history_length: Optional[int] = None,
+             accepted_output_modes: Optional[Sequence[str]] = None,
+             push: Optional[PushTarget] = None, return_immediately: bool = False) -> Reply:
+        """Send a message; returns the Task (or the agent's direct Message).
+
+        ``message`` is a :class:`~a2a_flask.models.Message` or text; ``file`` (a
+        path, sent as bytes with a guessed media type), ``data`` (any JSON value)
+        and ``parts`` add parts.  Give ``task_id`` to answer a task waiting for
+        input, ``context_id`` to continue a conversation.  By default the call
+        waits until the task is terminal or needs input; ``return_immediately``
+        returns at once.
+        """
+        request = self._request(message, file=file, data=data, parts=parts,
+                                context_id=context_id, task_id=task_id,
+                                reference_task_ids=reference_task_ids, metadata=metadata,
+                                history_length=history_length,
+                                accepted_output_modes=accepted_output_modes, push=push,
+                                return_immediately=return_immediately)
+        return self.transport.send(request)
+
+    def stream(self, message: Union[m.Message, str, None] = None, *,
+               file: Optional[PathLike] = None, data: Any = m.UNSET,
+               parts: Iterable[m.Part] = (), context_id: Optional[str] = None,
+               task_id: Optional[str] = None, reference_task_ids: Iterable[str] = (),
+               metadata: Optional[Dict[str, Any]] = None, history_length: Optional[int] = None,
+               accepted_output_modes: Optional[Sequence[str]] = None,
+               push: Optional[PushTarget] = None) -> EventStream:
+        """Send a message and stream the answer: an :class:`EventStream` of Task,
+        Message, TaskStatusUpdateEvent and TaskArtifactUpdateEvent objects, which
+        re-attaches by itself if the connection drops.  Arguments as for :meth:`send`.
+        """
+        request = self._request(message, file=file, data=data, parts=parts,
+                                context_id=context_id, task_id=task_id,
+                                reference_task_ids=reference_task_ids, metadata=metadata,
+                                history_length=history_length,
+                                accepted_output_modes=accepted_output_modes, push=push,
+                                return_immediately=False)
+        items = self.transport.open_stream(request)
+        return self._event_stream(items, request.message.task_id)
+
+    def subscribe(self, task_id: str, *, last_event_id: Optional[str] = None) -> EventStream:
+        """Stream a running task's events from now on (the current Task first);
+        with ``last_event_id``, replay what followed that event instead (if the
+        agent keeps a replayable log, as a2a_flask does)."""
+        items = self.transport.open_subscribe(task_id, last_event_id)
+        return self._event_stream(items, task_id, last_event_id)
+
+    def _event_stream(self, items: Any, task_id: str,
+                      last_event_id: Optional[str] = None) -> EventStream:
+        return EventStream(items, resume=self.transport.open_subscribe,
+                           refresh=self.transport.get_task, max_reconnects=self.max_reconnects,
+                           task_id=task_id, last_event_id=last_event_id)
+
+    # ------------------------------------------------------------ tasks
+
+    def get_task(self, task_id: str, history_length: Optional[int] = None) -> m.Task:
+        """The task as it is now (``history_length`` limits the history returned)."""
+        return self.transport.get_task(task_id, history_length)
+
+    def list_tasks(self, *, context_id: str = "", state: Union[m.TaskState, str, None] = None,
+                   page_size: Optional[int] = None, page_token: str = "",
+                   history_length: Optional[int] = None,
+                   status_timestamp_after: Optional[str] = None,
+                   include_artifacts: Optional[bool] = None) -> m.ListTasksResponse:
+        """One page of tasks, newest first (A2A 1.0 only; older interfaces raise
+        :class:`~a2a_flask.client.errors.UnsupportedOperationError`)."""
+        request = m.ListTasksRequest(
+            context_id=context_id, status=parse_state(state) if state else m.TaskState.UNSPECIFIED,
+            page_size=page_size, page_token=page_token, history_length=history_length,
+            status_timestamp_after=status_timestamp_after, include_artifacts=include_artifacts)
+        return self.transport.list_tasks(request)
+
+    def cancel(self, task_id: str, metadata: Optional[Dict[str, Any]] = None) -> m.Task:
+        """Cancel a task; returns it (normally CANCELED)."""
+        return self.transport.cancel(task_id, metadata)
+
+    # ------------------------------------------------------------ push configs
+
+    def set_push(self, task_id: str, url: str, *, token: str = "", config_id: str = "",
+                 authentication: Authentication = None) -> m.TaskPushNotificationConfig:
+        """Register a webhook for a task's updates; returns the stored config (with its id).
+
+        ``authentication`` is an :class:`~a2a_flask.models.AuthenticationInfo` or a
+        ``(scheme, credentials)`` pair the agent will send as ``Authorization``.
+        """
+        if authentication is not None and not isinstance(authentication, m.AuthenticationInfo):
+            scheme, credentials = (list(authentication) + [""])[:2]
+            authentication = m.AuthenticationInfo(scheme=scheme, credentials=credentials)
+        config = m.TaskPushNotificationConfig(url=url, id=config_id, task_id=task_id, token=token,
+                                              authentication=authentication)
+        return self.transport.set_push(config)
+
+    def get_push(self, task_id: str, config_id: str = "") -> m.TaskPushNotificationConfig:
+        """One push config of a task (without ``config_id``: the one named after the task)."""
+        return self.transport.get_push(task_id, config_id)
+
+    def list_push(self, task_id: str) -> List[m.TaskPushNotificationConfig]:
+        """Every push config of a task."""
+        return self.transport.list_push(task_id)
+
+    def delete_push(self, task_id: str, config_id: str) -> None:
+        """Remove a push config (deleting one that is gone is not an error)."""
+        self.transport.delete_push(task_id, config_id)
+
+    # ------------------------------------------------------------ card
+
+    def extended_card(self) -> m.AgentCard:
+        """The extended agent card (authenticated callers may see more); it also
+        replaces :attr:`card`."""
+        card = read_card(self.transport.extended_card() or {}, self.transport.url)
+        self.card = card
+        return card
+
+    # ------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Close the HTTP session if this client made it."""
+        if self._owns_session:
+            self.session.close()
+
+    def __enter__(self) -> "A2AClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        iface = self.interface
+        return f"<A2AClient {iface.protocol_binding} {iface.protocol_version} {iface.url}>"
+
+
+def parse_state(state: Union[m.TaskState, str]) -> m.TaskState:
+    """A TaskState from a member, its wire name, or a short name (``working``,
+    ``input-required``, ``INPUT_REQUIRED``)."""
+    if isinstance(state, m.TaskState):
+        return state
+    name = state.strip().upper().replace("-", "_")
+    if not name.startswith("TASK_STATE_"):
+        name = "TASK_STATE_" + name
+    name = name.replace("CANCELLED", "CANCELED")
+    try:
+        return m.TaskState(name)
+    except ValueError:
+        raise ValueError(f"Unknown task state {state!r}; use one of "
+                         + ", ".join(s.name.lower() for s in m.TaskState)) from None

@@ -1,0 +1,198 @@
+"""Request limits: body size, parts, inline files, history, streams per caller."""
+from __future__ import annotations
+
+import base64
+import json
+import socket
+import threading
+
+import pytest
+from flask import Flask
+
+from a2a_flask import A2A
+from a2a_flask.models import new_id
+from a2a_flask.stores.base import TaskQuery
+
+from .conftest import make_card
+from .helpers import ALICE, BOB, V1, Gate, Server, bearer_auth, rpc, rpc_body
+
+
+def message(text: str = "hi", **extra):
+    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}], **extra}
+
+
+def tasks_in(app) -> int:
+    return len(app.extensions["a2a"]["a2a"].store.list_tasks(TaskQuery()).records)
+
+
+def test_an_oversized_json_rpc_body_is_413_with_a_json_error(make_app):
+    app = make_app(max_content_length=1000)
+    response = app.test_client().post("/a2a", json=rpc_body("SendMessage", {
+        "message": message("x" * 2000)}), headers=V1)
+    assert response.status_code == 413
+    assert response.mimetype == "application/json"
+    body = response.get_json()
+    assert body["error"]["code"] == -32600
+    assert body["error"]["data"][0]["reason"] == "PAYLOAD_TOO_LARGE"
+    assert "A2A_MAX_CONTENT_LENGTH" in body["error"]["message"]
+    assert tasks_in(app) == 0
+
+
+def test_an_oversized_rest_body_is_413_with_a_json_error(make_app):
+    app = make_app(max_content_length=1000)
+    response = app.test_client().post("/a2a/rest/message:send",
+                                      json={"message": message("x" * 2000)})
+    assert response.status_code == 413 and response.mimetype == "application/json"
+    error = response.get_json()["error"]
+    assert (error["code"], error["status"]) == (413, "INVALID_ARGUMENT")
+    assert error["details"][0]["reason"] == "PAYLOAD_TOO_LARGE"
+
+
+def test_a_body_at_the_limit_is_served(make_app):
+    body = rpc_body("SendMessage", {"message": message("ok")})
+    size = len(json.dumps(body).encode())
+    client = make_app(max_content_length=size).test_client()
+    response = client.post("/a2a", json=body, headers=V1)
+    assert response.status_code == 200 and "result" in response.get_json()
+
+
+def test_a_chunked_oversized_body_is_refused_over_real_http(tmp_path):
+    """No Content-Length to check first: the limit holds while reading."""
+    with Server("examples.echo_agent:app", env={"FLASK_A2A_MAX_CONTENT_LENGTH": "2048"}) as server:
+        payload = ('{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":'
+                   '{"role":"ROLE_USER","messageId":"m","parts":[{"text":"'
+                   + "x" * 10000 + '"}]}}}').encode()
+        chunks = b"".join(b"%x\r\n%s\r\n" % (len(payload[i:i + 1000]), payload[i:i + 1000])
+                          for i in range(0, len(payload), 1000)) + b"0\r\n\r\n"
+        head = (f"POST /a2a HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+                "Content-Type: application/json\r\nA2A-Version: 1.0\r\n"
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            # Past the limit, but not all of it: the server answers without reading the
+            # rest (sending more would race its close and reset the connection).
+            sock.sendall(head + chunks[:3100])
+            answer = b""
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    break
+                answer += data
+        status_line, _, rest = answer.partition(b"\r\n")
+        assert b" 413 " in status_line, answer[:300]
+        assert b'"PAYLOAD_TOO_LARGE"' in rest and b"Traceback" not in rest
+
+
+def test_too_many_parts_is_invalid_params_and_starts_nothing(make_app):
+    calls = []
+    app = make_app(lambda ctx: calls.append(1) or "hi", max_parts=3)
+    client = app.test_client()
+    parts = [{"text": str(i)} for i in range(4)]
+    body = rpc(client, "SendMessage", {"message": {**message(), "parts": parts}})
+    assert body["error"]["code"] == -32602
+    fields = body["error"]["data"][1]["fieldViolations"]
+    assert fields[0]["field"] == "message.parts" and "at most 3" in fields[0]["description"]
+    assert calls == [] and tasks_in(app) == 0
+    ok = rpc(client, "SendMessage", {"message": {**message(), "parts": parts[:3]}})
+    assert "result" in ok
+
+
+def test_an_inline_file_over_the_limit_is_invalid_params(make_app):
+    client = make_app(max_file_size=10).test_client()
+    raw = base64.b64encode(b"x" * 11).decode()
+    parts = [{"text": "see file"}, {"raw": raw, "mediaType": "text/plain", "filename": "f.txt"}]
+    body = rpc(client, "SendMessage", {"message": {**message(), "parts": parts}})
+    assert body["error"]["code"] == -32602
+    violation = body["error"]["data"][1]["fieldViolations"][0]
+    assert violation["field"] == "message.parts[1].raw" and "11 bytes" in violation["description"]
+    assert "url part" in body["error"]["message"]
+    small = [{"raw": base64.b64encode(b"x" * 10).decode(), "mediaType": "text/plain"}]
+    assert "result" in rpc(client, "SendMessage", {"message": {**message(), "parts": small}})
+
+
+def test_the_history_keeps_the_newest_messages(make_app, store_url):
+    def asker(ctx):
+        ctx.ask(f"and then? ({len(ctx.history)})")
+
+    client = make_app(asker, store=store_url, max_history=4).test_client()
+    task = rpc(client, "SendMessage", {"message": message("turn 0")})["result"]["task"]
+    for turn in range(1, 6):
+        body = rpc(client, "SendMessage", {"message": message(f"turn {turn}", taskId=task["id"])})
+        task = body["result"]["task"]
+    got = rpc(client, "GetTask", {"id": task["id"]})["result"]
+    texts = [m["parts"][0]["text"] for m in got["history"]]
+    assert len(texts) == 4
+    assert texts[-1] == "turn 5" and "turn 0" not in texts
+
+
+def test_streams_per_caller_are_capped_and_freed():
+    gate = Gate()
+
+    def slow(ctx):
+        ctx.working("waiting")
+        gate.release.wait(10)
+        ctx.complete("done")
+
+    app = Flask("streams")  # make_app takes no authenticator
+    A2A(app, card=make_card(), executor=slow, store="memory://", auth=bearer_auth(),
+        max_streams_per_caller=1)
+    try:
+        client = app.test_client()
+        first = client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
+                            headers={**V1, **ALICE}, buffered=False)
+        assert first.status_code == 200
+        chunks = first.response  # the open stream
+        next(iter(chunks))
+        second = client.post("/a2a", json=rpc_body("SendStreamingMessage",
+                                                   {"message": message()}),
+                             headers={**V1, **ALICE})
+        assert second.status_code == 429
+        error = second.get_json()["error"]
+        assert error["code"] == -32042 and "A2A_MAX_STREAMS_PER_CALLER" in error["message"]
+        # Another caller has a quota of their own.
+        other = client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
+                            headers={**V1, **BOB}, buffered=False)
+        assert other.status_code == 200
+        gate.release.set()
+        first.get_data()
+        first.close()
+        other.get_data()
+        other.close()
+        again = client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
+                            headers={**V1, **ALICE})
+        assert again.status_code == 200 and again.mimetype == "text/event-stream"
+    finally:
+        gate.release.set()
+        app.extensions["a2a"]["a2a"].close()
+
+
+@pytest.mark.parametrize("key,value", [
+    ("max_content_length", 0), ("max_parts", 0), ("max_file_size", -1),
+    ("max_history", -1), ("max_streams_per_caller", -5)])
+def test_bad_limits_are_refused_at_start_up(make_app, key, value):
+    with pytest.raises(ValueError, match=f"A2A_{key.upper()}"):
+        make_app(**{key: value})
+
+
+def test_limits_can_come_from_the_environment_as_strings(make_app):
+    app = make_app(max_parts="2", max_history="0", auth_required="false")
+    settings = app.extensions["a2a"]["a2a"].settings
+    assert (settings.max_parts, settings.max_history, settings.auth_required) == (2, 0, False)
+
+
+def test_parallel_streams_of_anonymous_callers_are_not_capped(make_app):
+    gate = Gate()
+
+    def slow(ctx):
+        gate.release.wait(10)
+        ctx.complete("done")
+
+    client = make_app(slow, max_streams_per_caller=1).test_client()
+    responses = [client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
+                             headers=V1, buffered=False) for _ in range(3)]
+    assert [r.status_code for r in responses] == [200, 200, 200]
+    gate.release.set()
+    threads = [threading.Thread(target=r.get_data) for r in responses]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
