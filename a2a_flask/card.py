@@ -116,9 +116,11 @@ class RenderedCard:
 class CardRenderer:
     """Renders the card for a base URL once and remembers the result."""
 
-    def __init__(self, card: AgentCard, endpoints: List[Endpoint]) -> None:
+    def __init__(self, card: AgentCard, endpoints: List[Endpoint], signer: Any = None) -> None:
         self.card = card
         self.endpoints = endpoints
+        #: Signs each rendered card (:class:`~a2a_flask.card_signing.CardSigner`), or None.
+        self.signer = signer
         self._cache: Dict[str, RenderedCard] = {}
 
     def interfaces(self, base_url: str) -> List[AgentInterface]:
@@ -133,7 +135,10 @@ class CardRenderer:
         rendered = self._cache.get(base_url)
         if rendered is None:
             card = dataclasses.replace(self.card, supported_interfaces=self.interfaces(base_url))
-            body = json.dumps(union_card(encode(card)), separators=(",", ":")).encode()
+            served = union_card(encode(card))
+            if self.signer is not None:  # the URLs are part of what is signed
+                served = self.signer.signed(served)
+            body = json.dumps(served, separators=(",", ":")).encode()
             rendered = RenderedCard(body, '"%s"' % hashlib.sha256(body).hexdigest()[:32])
             if len(self._cache) < 64:  # bounded: Host headers come from clients
                 self._cache[base_url] = rendered

@@ -72,6 +72,10 @@ class Settings:
     #: as long (with jitter), up to ``A2A_PUSH_RETRY_MAX_DELAY``.
     push_retry_delay: float = 1.0
     push_retry_max_delay: float = 300.0
+    #: Sign the agent card (spec §8.4) with this private key (PEM text or bytes, or a
+    #: ``cryptography`` EC P-256 or RSA key; needs ``pip install a2a-flask[signing]``);
+    #: the public key is served at ``<prefix>/.well-known/jwks.json``.
+    card_signing_key: Any = None
     #: Sign pushes with this private key (PEM text or bytes, or a ``cryptography`` EC P-256
     #: or RSA key; needs ``pip install a2a-flask[signing]``); the public key is served at
     #: ``<prefix>/.well-known/jwks.json``.

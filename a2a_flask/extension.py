@@ -176,7 +176,8 @@ class A2A:
         service.auth = auth
         service.limits = Limits(settings.max_parts, settings.max_file_size,
                                 settings.max_streams_per_caller)
-        state = AgentState(self.name, settings, service, CardRenderer(card, self.endpoints()))
+        renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings))
+        state = AgentState(self.name, settings, service, renderer)
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         service.lenient_version = bool(settings.lenient_version)
         if card.capabilities.push_notifications:
@@ -187,6 +188,18 @@ class A2A:
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
             self._register_root_card(app, state)
+
+    @staticmethod
+    def _jwks_url(settings: Settings) -> str:
+        """Where the signing keys are published, when the public URL is known up front."""
+        return settings.public_url + settings.url_prefix + JWKS_PATH if settings.public_url else ""
+
+    def _card_signer(self, settings: Settings) -> Any:
+        if settings.card_signing_key is None:
+            return None
+        from .card_signing import CardSigner
+
+        return CardSigner(settings.card_signing_key, jwks_url=self._jwks_url(settings))
 
     def _set_up_push(self, service: AgentService, settings: Settings) -> None:
         """Webhook delivery with its SSRF guard, retries and (optionally) signatures."""
@@ -203,9 +216,7 @@ class A2A:
         if settings.push_signing_key is not None:
             from .push.signing import PushSigner
 
-            jwks_url = (settings.public_url + settings.url_prefix + JWKS_PATH
-                        if settings.public_url else "")
-            signer = PushSigner(settings.push_signing_key, jwks_url=jwks_url)
+            signer = PushSigner(settings.push_signing_key, jwks_url=self._jwks_url(settings))
         service.webhook_policy = policy
         service.push = PushDispatcher(
             service.store, transport,
@@ -240,10 +251,12 @@ class A2A:
         if state.settings.url_prefix:
             for path in WELL_KNOWN_PATHS:
                 bp.add_url_rule(path, _card_endpoint(path), state.card_response, methods=["GET"])
-        push = state.service.push
-        if push is not None and push.signer is not None:
-            keys = push.signer.jwks()
-            bp.add_url_rule(JWKS_PATH, "jwks", lambda: keys, methods=["GET"])
+        signers = [state.renderer.signer,
+                   state.service.push.signer if state.service.push is not None else None]
+        keys = [key for signer in signers if signer is not None for key in signer.jwks()["keys"]]
+        if keys:
+            jwks = {"keys": list({key["kid"]: key for key in keys}.values())}
+            bp.add_url_rule(JWKS_PATH, "jwks", lambda: jwks, methods=["GET"])
         inspector = state.settings.inspector
         if inspector is None or inspector:
             from .inspector import make_inspector

@@ -327,7 +327,7 @@ def test_crit_and_foreign_typ_are_refused(ec_key: Any) -> None:
 
 def forge_signed(signer: PushSigner, signed: str) -> str:
     """``signed`` with a valid signature by ``signer`` (to reach the later checks)."""
-    return signed + "." + b64(signer._signature(signed.encode("ascii")))
+    return signed + "." + b64(signer.signature(signed.encode("ascii")))
 
 
 def test_missing_claims_are_refused(ec_key: Any) -> None:

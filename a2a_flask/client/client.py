@@ -15,7 +15,7 @@ import requests
 from .. import models as m
 from .card import (Prefer, binding_name, choose, fetch_card, generation, interfaces_of,
                    read_card)
-from .errors import A2AClientError
+from .errors import A2AClientError, CardVerificationError
 from .jsonrpc import JsonRpcTransport
 from .legacy import V01Transport, V03Transport
 from .messages import PathLike, make_message
@@ -81,7 +81,8 @@ class A2AClient:
     def connect(cls, url: str, *, session: Optional[requests.Session] = None,
                 headers: Optional[Mapping[str, str]] = None, token: Optional[str] = None,
                 tenant: str = "", timeout: Timeout = (5, 60), prefer: Prefer = None,
-                extensions: Iterable[str] = (), max_reconnects: int = 3) -> "A2AClient":
+                extensions: Iterable[str] = (), max_reconnects: int = 3,
+                card_keys: Any = None) -> "A2AClient":
         """Resolve the agent card at ``url`` (a base URL or the card's own URL) and
         return a client for the best interface it offers.
 
@@ -89,6 +90,9 @@ class A2AClient:
             binding (``jsonrpc``, ``rest``), a version (``1.0``, ``0.3``, ``0.1``) or
             both (``jsonrpc@0.3``), or a list of such, tried in order.  An
             interface that matches none is never chosen.
+        :param card_keys: keys you trust (a JWKS dict, JWKs or a public key): the
+            card must carry a signature one of them verifies (spec §8.4), else
+            :class:`CardVerificationError`.
         :raises A2AClientError: when no card is found or no interface fits.
         """
         own = session is None
@@ -98,6 +102,8 @@ class A2AClient:
             sent["Authorization"] = f"Bearer {token}"
         try:
             raw, card_url = fetch_card(url, session=session, headers=sent, timeout=timeout)
+            if card_keys is not None:
+                _verify_card(raw, card_keys, card_url)
             card = read_card(raw, card_url)
             iface = choose(interfaces_of(raw, card_url, fallback=True), prefer)
         except BaseException:
@@ -286,3 +292,13 @@ def parse_state(state: Union[m.TaskState, str]) -> m.TaskState:
     except ValueError:
         raise ValueError(f"Unknown task state {state!r}; use one of "
                          + ", ".join(s.name.lower() for s in m.TaskState)) from None
+
+
+def _verify_card(raw: Dict[str, Any], keys: Any, card_url: str) -> None:
+    from ..card_signing import CardSignatureError, verify_card
+
+    try:
+        verify_card(raw, keys)
+    except CardSignatureError as exc:
+        raise CardVerificationError(f"the agent card at {card_url} is not trusted: {exc}") \
+            from None

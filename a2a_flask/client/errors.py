@@ -298,3 +298,7 @@ __all__ = [
     "AuthorizationFailedError", "InvalidTaskStateError", "RateLimitExceededError",
     "ResourceUnavailableError", "from_jsonrpc", "from_rest", "from_http",
 ]
+
+
+class CardVerificationError(A2AClientError):
+    """The agent card carries no signature that the keys you trust verify."""
