@@ -125,6 +125,20 @@ class _CountedStream:
         self.close()
 
 
+#: Longest id a client may choose (task, context, message or webhook id).
+MAX_ID_LENGTH = 256
+
+
+def check_id(value: str, field: str) -> None:
+    """Refuse an id no task could have: too long, or with control characters."""
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidParamsError(f"{field} is longer than {MAX_ID_LENGTH} characters",
+                                 violations=[(field, f"at most {MAX_ID_LENGTH} characters")])
+    if any(ord(char) < 0x20 or 0x7f <= ord(char) < 0xa0 for char in value):
+        raise InvalidParamsError(f"{field} contains control characters",
+                                 violations=[(field, "must not contain control characters")])
+
+
 def _check_history_length(value: Optional[int], name: str = "historyLength") -> None:
     if value is not None and value < 0:
         raise InvalidParamsError(f"{name} must be non-negative", violations=[(name, "must be >= 0")])
@@ -166,8 +180,9 @@ class AgentService:
 
     # ----------------------------------------------------------- helpers
 
-    def _visible(self, task_id: str, ctx: CallContext) -> TaskRecord:
+    def _visible(self, task_id: str, ctx: CallContext, field: str = "id") -> TaskRecord:
         """The task if this caller may see it; anything else looks like 'not found'."""
+        check_id(task_id, field)
         record = self.store.load(task_id) if task_id else None
         if record is None or record.tenant != ctx.tenant or record.owner != ctx.owner:
             raise TaskNotFoundError(f"Task {task_id} not found", metadata={"taskId": task_id})
@@ -182,6 +197,8 @@ class AgentService:
             raise PushNotificationNotSupportedError()
 
     def _check_size(self, message: Message) -> None:
+        check_id(message.message_id, "message.messageId")
+        check_id(message.context_id, "message.contextId")
         limits = self.limits
         if len(message.parts) > limits.max_parts:
             raise InvalidParamsError(
@@ -228,6 +245,7 @@ class AgentService:
         continued if it exists and created (as a task, never a Message) if not.
         """
         message = request.message
+        check_id(client_task_id, "id")
         if client_task_id and self.store.load(client_task_id) is not None:
             message.task_id = client_task_id
         config = request.configuration
@@ -242,7 +260,7 @@ class AgentService:
         self._check_size(message)
         self._check_input_modes(message)
         if message.task_id:
-            record = self._visible(message.task_id, ctx)
+            record = self._visible(message.task_id, ctx, "message.taskId")
             before = record.seq
             if message.context_id and message.context_id != record.task.context_id:
                 raise InvalidParamsError(
@@ -435,7 +453,8 @@ class AgentService:
                            ctx: CallContext) -> TaskPushNotificationConfig:
         """Register a webhook; it gets the task's events from now on."""
         self._require_push()
-        record = self._visible(config.task_id, ctx)
+        record = self._visible(config.task_id, ctx, "taskId")
+        check_id(config.id, "id")
         self._check_webhook(config, "url")
         return self._store_push(config, ctx, record.seq)
 
@@ -449,7 +468,7 @@ class AgentService:
     def get_push_config(self, request: TaskPushConfigRequest,
                         ctx: CallContext) -> TaskPushNotificationConfig:
         self._require_push()
-        self._visible(request.task_id, ctx)
+        self._visible(request.task_id, ctx, "taskId")
         for target in self.store.push_targets(request.task_id):
             if target.config.id == request.id:
                 return self._masked(target.config)
@@ -459,13 +478,13 @@ class AgentService:
     def list_push_configs(self, request: ListTaskPushNotificationConfigsRequest,
                           ctx: CallContext) -> ListTaskPushNotificationConfigsResponse:
         self._require_push()
-        self._visible(request.task_id, ctx)
+        self._visible(request.task_id, ctx, "taskId")
         configs = [self._masked(t.config) for t in self.store.push_targets(request.task_id)]
         return ListTaskPushNotificationConfigsResponse(configs, "")
 
     def delete_push_config(self, request: TaskPushConfigRequest, ctx: CallContext) -> Empty:
         self._require_push()
-        self._visible(request.task_id, ctx)
+        self._visible(request.task_id, ctx, "taskId")
         self.store.delete_push_config(request.task_id, request.id)
         return Empty()
 

@@ -9,7 +9,7 @@ import threading
 import pytest
 from flask import Flask
 
-from a2a_flask import A2A
+from a2a_flask import A2A, AgentCapabilities
 from a2a_flask.models import new_id
 from a2a_flask.stores.base import TaskQuery
 
@@ -196,3 +196,27 @@ def test_parallel_streams_of_anonymous_callers_are_not_capped(make_app):
         thread.start()
     for thread in threads:
         thread.join(10)
+
+
+@pytest.mark.parametrize("method,params,field", [
+    ("GetTask", {"id": "x" * 257}, "id"),
+    ("CancelTask", {"id": "a\u0000b"}, "id"),
+    ("SubscribeToTask", {"id": "line\nbreak"}, "id"),
+    ("SendMessage", {"message": message(messageId="m" * 300)}, "message.messageId"),
+    ("SendMessage", {"message": message(contextId="c\u0085")}, "message.contextId"),
+    ("SendMessage", {"message": message(taskId="t\u007f")}, "message.taskId"),
+    ("GetTaskPushNotificationConfig", {"taskId": "\u0001", "id": "c"}, "taskId"),
+])
+def test_ids_no_task_could_have_are_invalid_params(make_app, method, params, field):
+    client = make_app(card=make_card(capabilities=AgentCapabilities(
+        streaming=True, push_notifications=True))).test_client()
+    body = rpc(client, method, params)
+    assert body["error"]["code"] == -32602, body
+    assert body["error"]["data"][1]["fieldViolations"][0]["field"] == field
+
+
+def test_a_01_task_id_no_task_could_have_is_invalid_params(make_app):
+    client = make_app().test_client()
+    body = rpc(client, "tasks/send", {"id": "x" * 300, "message": {
+        "role": "user", "parts": [{"type": "text", "text": "hi"}]}}, headers={"A2A-Version": "0.3"})
+    assert body["error"]["code"] == -32602
