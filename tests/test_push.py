@@ -13,7 +13,22 @@ from typing import Any, Dict, List
 import pytest
 
 from a2a_flask import AgentCapabilities, signals
-from a2a_flask.models import new_id
+from a2a_flask.dialects import push_renderer
+from a2a_flask.models import (
+    Artifact,
+    Part,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskPushNotificationConfig,
+    TaskState,
+    TaskStatus,
+    new_id,
+)
+from a2a_flask.push.delivery import PushDispatcher
+from a2a_flask.push.transport import WebhookResponse
+from a2a_flask.service import StreamContext
+from a2a_flask.stores import MemoryStore
+from a2a_flask.stores.base import PushTarget, TaskRecord
 
 from .conftest import make_card
 from .helpers import Gate, WebhookReceiver, rpc, validate
@@ -403,3 +418,68 @@ def test_deliveries_of_one_task_are_claimed_by_one_process_at_a_time(make_app, s
         texts = [p["json"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
                  for p in pushes if p["path"] == path and "artifactUpdate" in p["json"]]
         assert texts == ["one ", "two ", "three"]
+
+
+# ---------------------------------------------------------------- the dispatcher alone
+
+
+class _RecordingTransport:
+    """Answers every push 200 after ``delay`` seconds, and remembers the bodies."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.bodies: List[bytes] = []
+
+    def post(self, url, body, headers):
+        time.sleep(self.delay)
+        self.bodies.append(body)
+        return WebhookResponse(200, "OK", b"", self.delay)
+
+    def close(self) -> None:
+        pass
+
+
+def _task_with_log(store, task_id: str, events: int):
+    task = Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.WORKING))
+    store.create(TaskRecord(task, 1), task)
+    # The snapshot says COMPLETED so that the drain ends once it caught up.
+    done = Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.COMPLETED))
+    for i in range(events):
+        event = TaskArtifactUpdateEvent(task_id, "c", Artifact(artifact_id="a",
+                                                               parts=[Part(text=str(i))]))
+        store.append(task_id, i + 1, [event], done)
+    store.put_push_target(task_id, PushTarget(TaskPushNotificationConfig(
+        url="http://hooks.test/h", id="cfg", task_id=task_id)))
+
+
+def _dispatcher(store, transport, claim_ttl: float):
+    stream = StreamContext(lambda event: False, lambda task_id: [])
+    return PushDispatcher(store, transport, renderer_for=lambda v: lambda: push_renderer(v)(stream),
+                          owner=lambda: "me", claim_ttl=claim_ttl)
+
+
+def test_a_long_delivery_pass_renews_its_claim():
+    store = MemoryStore()
+    _task_with_log(store, "t1", 12)
+    transport = _RecordingTransport(delay=0.05)
+    _dispatcher(store, transport, claim_ttl=0.2)._drain("t1")
+    assert len(transport.bodies) == 13  # the snapshot and twelve events, one pass, in order
+    assert store.push_targets("t1")[0].delivered_seq == 13
+    assert store.claim("push:t1", "someone-else", 1.0)  # released at the end
+
+
+def test_a_pass_that_lost_its_claim_stops_sending():
+    class Stolen(MemoryStore):
+        calls = 0
+
+        def claim(self, key, owner, ttl):
+            Stolen.calls += 1
+            return Stolen.calls <= 2 and super().claim(key, owner, ttl)
+
+    store = Stolen()
+    _task_with_log(store, "t1", 12)
+    transport = _RecordingTransport(delay=0.05)
+    _dispatcher(store, transport, claim_ttl=0.2)._drain("t1")
+    # Claimed, renewed once in the loop, then refused on the next renewal mid-pass.
+    assert 0 < len(transport.bodies) < 13
+    assert store.push_targets("t1")[0].delivered_seq == len(transport.bodies)

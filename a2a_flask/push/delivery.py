@@ -144,7 +144,7 @@ class PushDispatcher:
         renderers: Dict[str, PayloadRenderer] = {}
         retry_at: Dict[str, float] = {}  # config id -> when its next attempt is due
         while not self.store.closed:
-            if not self.store.claim(key, owner, self.claim_ttl):
+            if not self._renew(key, owner):
                 return  # we stalled past the claim; the new holder carries on
             record = self.store.load(task_id)
             targets = [t for t in self.store.push_targets(task_id) if not t.gave_up]
@@ -154,7 +154,8 @@ class PushDispatcher:
             now = time.monotonic()
             due = [t for t in pending if retry_at.get(t.config.id, 0.0) <= now]
             if due:
-                self._deliver_entries(task_id, due, renderers, retry_at)
+                self._deliver_entries(task_id, due, renderers, retry_at, lambda: self._renew(
+                    key, owner))
                 continue
             if not pending and (record.state.terminal or record.state.interrupted):
                 return  # all caught up; a continuation starts a new drain
@@ -164,10 +165,18 @@ class PushDispatcher:
                 wait = min(wait, min(retry_at[t.config.id] for t in pending) - now)
             self.store.wait(task_id, record.seq, max(wait, 0.01))
 
+    def _renew(self, key: str, owner: str) -> bool:
+        return self.store.claim(key, owner, self.claim_ttl)
+
     def _deliver_entries(self, task_id: str, targets: List[PushTarget],
-                         renderers: Dict[str, PayloadRenderer],
-                         retry_at: Dict[str, float]) -> None:
-        """One pass over the log: each target gets its entries in order until one fails."""
+                         renderers: Dict[str, PayloadRenderer], retry_at: Dict[str, float],
+                         renew: Callable[[], bool]) -> None:
+        """One pass over the log: each target gets its entries in order until one fails.
+
+        A long pass renews the claim as it goes (every third of its lifetime) and
+        stops if it was lost, so that two processes never send one task's events.
+        """
+        renewed = time.monotonic()
         folds = any(t.dialect == "0.3" for t in targets)  # 0.3 pushes carry the whole task
         start = 0 if folds else min(t.delivered_seq for t in targets)
         task: Optional[Task] = None
@@ -178,6 +187,10 @@ class PushDispatcher:
             for target in list(active):
                 if target.delivered_seq >= entry.seq:
                     continue
+                if time.monotonic() - renewed > self.claim_ttl / 3:
+                    if not renew():
+                        return
+                    renewed = time.monotonic()
                 renderer = renderers.get(target.config.id)
                 if renderer is None:
                     renderer = renderers[target.config.id] = self.renderer_for(target.dialect)()
