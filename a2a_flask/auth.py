@@ -81,11 +81,10 @@ class BearerAuth:
         self.challenge = f'Bearer realm="{realm}"'
 
     def __call__(self) -> Identity:
-        header = request.headers.get("Authorization", "")
-        if not header:
-            return None
-        kind, _, token = header.partition(" ")
-        if kind.lower() != "bearer" or not token.strip():
+        kind, _, token = request.headers.get("Authorization", "").partition(" ")
+        if kind.lower() != "bearer":
+            return None  # no bearer credentials (maybe another scheme's: not ours)
+        if not token.strip():
             raise UnauthenticatedError(
                 "The Authorization header must be 'Bearer <token>'",
                 challenge=f'{self.challenge}, error="invalid_request"')
@@ -123,6 +122,19 @@ class APIKeyAuth:
         return caller
 
 
+def _challenge_of(name: str, scheme: Mapping[str, Any]) -> str:
+    """An RFC 7235 challenge for a card-declared 1.0 SecurityScheme."""
+    if "httpAuthSecurityScheme" in scheme:
+        kind = scheme["httpAuthSecurityScheme"].get("scheme") or "Bearer"
+        return f'{kind[:1].upper()}{kind[1:]} realm="a2a"'
+    if "apiKeySecurityScheme" in scheme:
+        key = scheme["apiKeySecurityScheme"]
+        return f'APIKey {key.get("location", "header")}="{key.get("name", name)}"'
+    if "oauth2SecurityScheme" in scheme or "openIdConnectSecurityScheme" in scheme:
+        return 'Bearer realm="a2a"'
+    return ""  # mutual TLS: no HTTP challenge
+
+
 class Authentication:
     """The authenticators of one agent, tried in order, and whether one must succeed.
 
@@ -135,6 +147,9 @@ class Authentication:
                  required: bool = True) -> None:
         self.authenticators: List[Authenticator] = list(authenticators)
         self.required = required
+        #: The card's securitySchemes: a check without a challenge of its own is
+        #: answered with the challenge of what the card declares.
+        self.declared: Dict[str, Dict[str, Any]] = {}
 
     @property
     def enabled(self) -> bool:
@@ -142,8 +157,11 @@ class Authentication:
 
     @property
     def challenge(self) -> str:
+        """The ``WWW-Authenticate`` value of a 401: one challenge per scheme in use."""
         challenges = [getattr(a, "challenge", "") for a in self.authenticators]
-        return ", ".join(c for c in challenges if c) or 'Bearer realm="a2a"'
+        if not all(challenges):
+            challenges += [_challenge_of(name, scheme) for name, scheme in self.declared.items()]
+        return ", ".join(dict.fromkeys(c for c in challenges if c)) or 'Bearer realm="a2a"'
 
     def identify(self) -> Optional[Principal]:
         """The caller of the current request; raises 401/403 errors as configured."""

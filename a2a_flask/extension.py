@@ -152,6 +152,7 @@ class A2A:
         settings = Settings.from_config(app.config, **self._overrides)
         auth = Authentication(self.authenticators, required=settings.auth_required)
         card = with_security(self.card, auth)
+        auth.declared = card.security_schemes
         store = self._store if isinstance(self._store, TaskStore) else open_store(
             self._store or settings.store, task_ttl=settings.task_ttl)
         workers = gunicorn_workers()
