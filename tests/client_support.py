@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -13,11 +12,11 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import requests
 
-from .helpers import ROOT, Server, free_port
+from .helpers import ROOT, Server, free_port, stop_process_group
 
 # ------------------------------------------------------------------ servers
 
@@ -66,16 +65,7 @@ class SdkServer:
                 time.sleep(0.1)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        stop_process_group(self.proc)
         if not self._log.closed:
             self._log.close()
 
@@ -249,3 +239,25 @@ class LocalHTTP:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def read_live(command: List[str], first: bytes, last: bytes,
+              timeout: float = 30) -> Tuple[str, bool, int, bytes]:
+    """Run a command and read its stdout as it comes: (output, whether ``first``
+    appeared while the command still ran and before ``last``, exit status, stderr)."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    output, live = b"", None
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            piece = os.read(proc.stdout.fileno(), 4096)
+            if not piece:
+                break
+            output += piece
+            if live is None and first in output:
+                live = proc.poll() is None and last not in output
+        proc.wait(10)
+    finally:
+        proc.kill()
+        proc.wait()
+    return output.decode(), bool(live), proc.returncode, proc.stderr.read()

@@ -136,6 +136,21 @@ def validate_stream_response(result: Dict[str, Any]) -> None:
 # ------------------------------------------------------------- real servers
 
 
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """SIGTERM a server started with ``start_new_session`` (and its workers); SIGKILL
+    what is still there after 10 s."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -199,16 +214,7 @@ class Server:
                     yield from parse_sse(block + "\n\n")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(5)
+        stop_process_group(self.proc)
         self._log.close()
 
     def __enter__(self) -> "Server":

@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import List, Tuple
 
@@ -18,7 +17,7 @@ import pytest
 from a2a_flask import cli
 from a2a_flask.client import A2AClient, TaskNotCancelableError
 
-from .client_support import DropProxy, LocalHTTP, client_agent_server
+from .client_support import DropProxy, LocalHTTP, client_agent_server, read_live
 from .helpers import ROOT, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -94,26 +93,10 @@ def test_card(agent_server):
 
 def test_send_stream_prints_the_answer_live(agent_server):
     """Artifact text reaches stdout while the task still runs, not at the end."""
-    proc = subprocess.Popen([console_script(), "send", agent_server.url, "slow 16", "--stream"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    output = b""
-    still_running_at_first_chunk = None
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            piece = os.read(proc.stdout.fileno(), 4096)
-            if not piece:
-                break
-            output += piece
-            if still_running_at_first_chunk is None and b"chunk-0" in output:
-                still_running_at_first_chunk = proc.poll() is None and b"chunk-15" not in output
-        proc.wait(10)
-    finally:
-        proc.kill()
-        proc.wait()
-    text = output.decode()
-    assert proc.returncode == 0, proc.stderr.read()
-    assert still_running_at_first_chunk is True
+    text, live, status, stderr = read_live(
+        [console_script(), "send", agent_server.url, "slow 16", "--stream"], b"chunk-0", b"chunk-15")
+    assert status == 0, stderr
+    assert live
     lines = text.splitlines()
     assert lines[0].startswith("[submitted] task ")
     assert lines[1] == "[working] thinking..."

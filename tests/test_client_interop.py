@@ -2,10 +2,7 @@
 proof that it is a real A2A client and not only a mirror of our server."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
-import time
 
 import pytest
 
@@ -22,8 +19,7 @@ from a2a_flask.client import (  # noqa: E402
     artifact_text,
 )
 
-from .client_support import DropProxy, SdkServer, shared  # noqa: E402
-from .helpers import ROOT  # noqa: E402
+from .client_support import DropProxy, SdkServer, read_live, shared  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -143,23 +139,10 @@ def test_a_stream_whose_task_ended_meanwhile_reports_the_final_task(sdk_server):
 def test_the_cli_streams_an_sdk_agents_answer_live(sdk_server):
     """``a2a-flask send URL TEXT --stream`` against another SDK's agent: text arrives
     while the task still runs."""
-    proc = subprocess.Popen([sys.executable, "-m", "a2a_flask", "send", sdk_server.url, "slow",
-                             "--stream"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    output, live = b"", None
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            piece = os.read(proc.stdout.fileno(), 4096)
-            if not piece:
-                break
-            output += piece
-            if live is None and b"part-0" in output:
-                live = proc.poll() is None and b"part-3" not in output
-        proc.wait(10)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert proc.returncode == 0, proc.stderr.read()
-    assert live is True, output
-    lines = output.decode().splitlines()
+    text, live, status, stderr = read_live(
+        [sys.executable, "-m", "a2a_flask", "send", sdk_server.url, "slow", "--stream"],
+        b"part-0", b"part-3")
+    assert status == 0, stderr
+    assert live, text
+    lines = text.splitlines()
     assert "part-0 part-1 part-2 part-3" in lines[-2] and lines[-1] == "[completed]"

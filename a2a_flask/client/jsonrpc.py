@@ -8,7 +8,6 @@ read as one JSON-RPC (error) response.
 """
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
@@ -17,7 +16,7 @@ import requests
 from .. import codec
 from .. import models as m
 from .errors import InvalidAgentResponseError, from_http, from_jsonrpc
-from .stream import StreamItem, iter_sse
+from .stream import StreamItem, iter_json_events
 from .transport import Transport
 from .wire import decode_model, event_from_v1, is_final
 
@@ -82,12 +81,7 @@ class JsonRpcTransport(Transport):
 
     def _items(self, response: requests.Response, read: ResultReader) -> Iterator[StreamItem]:
         try:
-            for sse in iter_sse(response):
-                try:
-                    body = json.loads(sse.data)
-                except ValueError:
-                    raise InvalidAgentResponseError(f"Stream event is not JSON: {sse.data[:200]!r}",
-                                                    response=response) from None
+            for sse, body in iter_json_events(response):
                 if not isinstance(body, dict):
                     raise InvalidAgentResponseError(f"Stream event is not a JSON-RPC response: "
                                                     f"{body!r:.200}", response=response)

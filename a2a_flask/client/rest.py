@@ -6,7 +6,6 @@ streams carry one bare StreamResponse per SSE ``data:``.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
 from urllib.parse import quote
 
@@ -14,8 +13,8 @@ import requests
 
 from .. import codec
 from .. import models as m
-from .errors import InvalidAgentResponseError, from_rest
-from .stream import StreamItem, iter_sse
+from .errors import from_rest
+from .stream import StreamItem, iter_json_events
 from .transport import Transport
 from .wire import decode_model, event_from_v1, is_final
 
@@ -72,12 +71,7 @@ class RestTransport(Transport):
     @staticmethod
     def _items(response: requests.Response) -> Iterator[StreamItem]:
         try:
-            for sse in iter_sse(response):
-                try:
-                    body = json.loads(sse.data)
-                except ValueError:
-                    raise InvalidAgentResponseError(f"Stream event is not JSON: {sse.data[:200]!r}",
-                                                    response=response) from None
+            for sse, body in iter_json_events(response):
                 if isinstance(body, dict) and "error" in body:
                     raise from_rest(body, response)
                 event = event_from_v1(body, response)

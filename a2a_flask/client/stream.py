@@ -9,16 +9,22 @@ to the last event it saw, and drops anything it has already yielded.
 """
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, List, Optional, Set
+from typing import Any, Callable, Iterator, List, Optional, Set, Tuple
 
 import requests
 import urllib3
 
 from .. import models as m
-from .errors import A2AConnectionError, A2AProtocolError, A2ATimeoutError
+from .errors import (
+    A2AConnectionError,
+    A2AProtocolError,
+    A2ATimeoutError,
+    InvalidAgentResponseError,
+)
 from .wire import Event
 
 log = logging.getLogger("a2a_flask.client")
@@ -72,6 +78,16 @@ def _chunks(response: requests.Response) -> Iterator[bytes]:
             yield data
     except _NETWORK_ERRORS as exc:
         raise transport_error(exc, response.url) from exc
+
+
+def iter_json_events(response: requests.Response) -> Iterator[Tuple[SSEEvent, Any]]:
+    """Each SSE event with its ``data`` parsed as JSON (InvalidAgentResponse if it is not)."""
+    for sse in iter_sse(response):
+        try:
+            yield sse, json.loads(sse.data)
+        except ValueError:
+            raise InvalidAgentResponseError(f"Stream event is not JSON: {sse.data[:200]!r}",
+                                            response=response) from None
 
 
 def iter_sse(response: requests.Response) -> Iterator[SSEEvent]:
