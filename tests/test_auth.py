@@ -411,13 +411,14 @@ class RpcV03(Binding):
         return self._rpc("agent/getAuthenticatedExtendedCard", {})
 
 
-class RestV03(Binding):
+class RestV03(RestV1):
     """0.3 HTTP+JSON under ``/rest/v1`` (``content`` parts, ``name``d push configs)."""
 
     name = "rest-0.3"
-    kind = "rest"
-    ops = OPS + ("subscribe-get",)
     prefix = "/a2a/rest/v1"
+
+    def __init__(self) -> None:  # 0.3 REST has no tenant in its paths
+        self.tenant = ""
 
     @staticmethod
     def message(text: str, task_id: str = "") -> Dict[str, Any]:
@@ -430,23 +431,8 @@ class RestV03(Binding):
         return Req("POST", self.prefix + ("/message:stream" if stream else "/message:send"),
                    {"message": self.message(text)}, streaming=stream)
 
-    def task_id_of(self, result: Any) -> str:
-        return result["task"]["id"]
-
     def config_id_of(self, result: Any, task_id: str) -> str:
         return result["pushNotificationConfig"]["id"]
-
-    def op_get(self, t: str, c: str) -> Req:
-        return Req("GET", f"{self.prefix}/tasks/{t}")
-
-    def op_cancel(self, t: str, c: str) -> Req:
-        return Req("POST", f"{self.prefix}/tasks/{t}:cancel")
-
-    def op_subscribe(self, t: str, c: str) -> Req:
-        return Req("POST", f"{self.prefix}/tasks/{t}:subscribe", streaming=True)
-
-    def op_subscribe_get(self, t: str, c: str) -> Req:
-        return Req("GET", f"{self.prefix}/tasks/{t}:subscribe", streaming=True)
 
     def op_continue(self, t: str, c: str) -> Req:
         return Req("POST", self.prefix + "/message:send",
@@ -465,21 +451,6 @@ class RestV03(Binding):
     def op_push_create(self, t: str, c: str) -> Req:
         return Req("POST", f"{self.prefix}/tasks/{t}/pushNotificationConfigs",
                    {"pushNotificationConfig": {"url": WEBHOOK, "token": push_token()}})
-
-    def op_push_get(self, t: str, c: str) -> Req:
-        return Req("GET", f"{self.prefix}/tasks/{t}/pushNotificationConfigs/{c}")
-
-    def op_push_list(self, t: str, c: str) -> Req:
-        return Req("GET", f"{self.prefix}/tasks/{t}/pushNotificationConfigs")
-
-    def op_push_delete(self, t: str, c: str) -> Req:
-        return Req("DELETE", f"{self.prefix}/tasks/{t}/pushNotificationConfigs/{c}")
-
-    def op_list(self, **query: Any) -> Req:
-        return Req("GET", f"{self.prefix}/tasks" + (f"?{urlencode(query)}" if query else ""))
-
-    def listed(self, result: Any) -> Tuple[List[str], int, str]:
-        return [t["id"] for t in result["tasks"]], result["totalSize"], result["nextPageToken"]
 
     def op_card(self) -> Req:
         return Req("GET", self.prefix + "/card")
