@@ -185,6 +185,7 @@ class A2A:
             self._set_up_push(service, settings)
         registry[self.name] = state
         app.url_map.converters.setdefault("a2aid", rest.IdConverter)
+        app.url_map.converters.setdefault("a2apath", rest.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
@@ -249,6 +250,10 @@ class A2A:
 
         bp.add_url_rule("/", "jsonrpc", rpc, methods=["POST"], strict_slashes=False)
         rest.register_routes(bp, state.service)
+        if state.settings.url_prefix:
+            # Everything under the prefix answers in JSON, even a path or verb no route
+            # has (at the host root the app's own routes and error pages stay in charge).
+            rest.add_unknown_routes(bp, "", served=("POST",))
         if state.settings.url_prefix:
             for path in WELL_KNOWN_PATHS:
                 bp.add_url_rule(path, _card_endpoint(path), state.card_response, methods=["GET"])

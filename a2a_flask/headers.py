@@ -2,11 +2,19 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, List, Optional, Tuple
 
 from flask import request
+from werkzeug.exceptions import ClientDisconnected
 
-from .errors import ExtensionSupportRequiredError, JSONParseError, PayloadTooLargeError
+from .errors import (
+    ExtensionSupportRequiredError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    PayloadTooLargeError,
+)
 from .models import AgentCard
 
 JSON_TYPES = ("application/json", "application/a2a+json")
@@ -35,7 +43,10 @@ def read_body() -> bytes:
     limit = request.environ.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT)
     length = request.content_length
     if length is None or length <= limit:
-        data = request.stream.read(limit + 1)
+        try:
+            data = request.stream.read(limit + 1)
+        except (OSError, ClientDisconnected):  # gunicorn's NoMoreData is an OSError
+            raise InvalidRequestError("The request body ended before it was complete") from None
         if len(data) <= limit:
             return data
         length = None
@@ -46,11 +57,53 @@ def read_body() -> bytes:
 
 
 def parse_json(raw: bytes) -> Any:
-    """Strict JSON (no NaN or Infinity) or JSONParseError (-32700)."""
+    """Strict JSON in UTF-8 (no NaN or Infinity, no surrogates encoded as bytes) or
+    JSONParseError (-32700)."""
     try:
-        return json.loads(raw, parse_constant=_refuse_constant)
+        # Decoded here, strictly: json.loads(bytes) would let UTF-8-encoded
+        # surrogates (ED A0 80) through, and they cannot be encoded back.
+        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+    except RecursionError:
+        raise JSONParseError("Invalid JSON payload: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise JSONParseError(f"Invalid JSON payload: {exc}") from None
+
+
+#: ``\uD800``-``\uDFFF`` escapes: only a body with one can hold a lone surrogate.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(value: Any, raw: bytes) -> Optional[str]:
+    """The path of the first string in parsed JSON holding a lone surrogate (an
+    escape such as ``\\ud800`` that is not half of a pair: not text), or None.
+
+    Only bodies whose bytes have such an escape are walked, without recursion.
+    """
+    if not _SURROGATE_ESCAPE.search(raw):
+        return None
+    stack: List[Tuple[str, Any]] = [("", value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return path or "body"
+        elif isinstance(item, dict):
+            for key, member in item.items():
+                if _SURROGATE.search(key):
+                    return path or "body"
+                stack.append((f"{path}.{key}" if path else key, member))
+        elif isinstance(item, list):
+            stack.extend((f"{path}[{index}]", member) for index, member in enumerate(item))
+    return None
+
+
+def refuse_lone_surrogates(value: Any, raw: bytes) -> None:
+    """InvalidParams (-32602) naming the member that is not valid Unicode text."""
+    path = lone_surrogate(value, raw)
+    if path is not None:
+        raise InvalidParamsError(f"{path} is not valid Unicode text (a lone surrogate)",
+                                 violations=[(path, "holds a lone surrogate")])
 
 
 def requested_version() -> Optional[str]:

@@ -37,9 +37,11 @@ from .errors import (
 )
 from .headers import (
     is_json_mimetype,
+    lone_surrogate,
     negotiate_extensions,
     parse_json,
     read_body,
+    refuse_lone_surrogates,
     requested_version,
 )
 from .service import AgentService, CallContext
@@ -70,7 +72,8 @@ def _read_call() -> _Call:
             f"Content-Type must be application/json, not {request.mimetype or 'missing'}",
             metadata={"contentType": request.mimetype},
         )
-    body = parse_json(read_body())
+    raw = read_body()
+    body = parse_json(raw)
     if isinstance(body, list):
         raise InvalidRequestError("Batch requests are not supported; send one request object")
     if not isinstance(body, dict):
@@ -80,6 +83,9 @@ def _read_call() -> _Call:
         problem = "is required (notifications are not supported)" if request_id is None \
             else "must be a string or a number"
         raise InvalidRequestError(f"Request id {problem}", violations=[("id", problem)])
+    if isinstance(request_id, str) and lone_surrogate(request_id, raw):
+        raise InvalidRequestError("Request id is not valid Unicode text (a lone surrogate)",
+                                  violations=[("id", "holds a lone surrogate")])
     if body.get("jsonrpc") != "2.0":
         raise _with_id(InvalidRequestError('jsonrpc must be exactly "2.0"',
                                            violations=[("jsonrpc", 'must be "2.0"')]), request_id)
@@ -91,6 +97,10 @@ def _read_call() -> _Call:
     if params is not None and not isinstance(params, dict):
         raise _with_id(InvalidParamsError("params must be an object",
                                           violations=[("params", "must be an object")]), request_id)
+    try:
+        refuse_lone_surrogates(params, raw)
+    except InvalidParamsError as exc:
+        raise _with_id(exc, request_id)
     return _Call(request_id, method, params)
 
 

@@ -52,7 +52,10 @@ def parse_timestamp(text: str) -> str:
     moment = datetime.fromisoformat(cleaned)
     if moment.tzinfo is None:
         raise ValueError("timestamp needs a time zone (use Z for UTC)")
-    return format_timestamp(moment)
+    try:
+        return format_timestamp(moment)
+    except OverflowError:  # 0001-01-01T00:00+01:00 is before the first UTC moment
+        raise ValueError("timestamp is out of range in UTC") from None
 
 
 class TaskState(str, enum.Enum):

@@ -38,6 +38,7 @@ from .headers import (
     negotiate_extensions,
     parse_json,
     read_body,
+    refuse_lone_surrogates,
     requested_version,
 )
 from .service import AgentService, CallContext
@@ -53,6 +54,15 @@ class IdConverter(BaseConverter):
     """A path segment without ``:`` so ``/tasks/<id>:cancel`` routes correctly."""
 
     regex = r"[^/:]+"
+
+
+class AnyPathConverter(BaseConverter):
+    """The rest of a path, newlines included (``path`` stops at them), so that no
+    path under the agent's prefix escapes its JSON errors."""
+
+    regex = r"[\s\S]*"
+    weight = 300  # the last resort: every real route wins over it
+    part_isolating = False  # it spans slashes
 
 
 def error_response(exc: A2AError, headers: Optional[Dict[str, str]] = None) -> Response:
@@ -79,6 +89,7 @@ def json_body() -> Dict[str, Any]:
     if not isinstance(body, dict):
         raise InvalidParamsError("The body must be a JSON object",
                                  violations=[("body", "must be an object")])
+    refuse_lone_surrogates(body, raw)
     return body
 
 
@@ -223,7 +234,7 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
     return view
 
 
-def _unknown_route(**_: str) -> Response:
+def unknown_route(**_: str) -> Response:
     """404 for paths no route has; 405 (with ``Allow``) for a known path and wrong verb."""
     adapter = current_app.url_map.bind_to_environ(request.environ)
     allowed = []
@@ -232,7 +243,7 @@ def _unknown_route(**_: str) -> Response:
             endpoint, _args = adapter.match(method=method)
         except HTTPException:
             continue
-        if not endpoint.endswith("rest_unknown"):
+        if not endpoint.endswith("_unknown"):
             allowed.append(method)
     if allowed:
         exc: A2AError = MethodNotFoundError(
@@ -243,7 +254,7 @@ def _unknown_route(**_: str) -> Response:
         response.headers["Allow"] = ", ".join(allowed)
         return response
     return error_response(MethodNotFoundError(
-        f"No A2A REST route {request.method} {request.path}",
+        f"No A2A route {request.method} {request.path}",
         metadata={"path": request.path, "method": request.method}))
 
 
@@ -260,7 +271,21 @@ def register_routes(bp: Blueprint, service: AgentService) -> None:
             view = _view(service, route)
             for prefix in prefixes:
                 count += 1
+                # No merge_slashes: "//tasks" is not a route (and no HTML redirect page).
                 bp.add_url_rule(prefix + route.rule, f"rest_{count}", view,
-                                methods=list(route.methods))
-    bp.add_url_rule(REST_PATH + "/<path:rest>", "rest_unknown", _unknown_route,
-                    methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+                                methods=list(route.methods), merge_slashes=False)
+    add_unknown_routes(bp, REST_PATH)
+
+
+#: Every verb a client may send; the unknown-route handler answers each in JSON.
+ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT"]
+
+
+def add_unknown_routes(bp: Blueprint, base: str, served: tuple = ()) -> None:
+    """JSON 404/405 answers for everything under ``base`` that no route serves
+    (``served``: the verbs a route at ``base`` itself has)."""
+    bp.add_url_rule(base, f"{base.strip('/') or 'root'}_unknown", unknown_route,
+                    methods=[m for m in ANY_METHOD if m not in served], merge_slashes=False,
+                    strict_slashes=False)
+    bp.add_url_rule(base + "/<a2apath:rest>", f"{base.strip('/') or 'root'}_any_unknown",
+                    unknown_route, methods=ANY_METHOD, merge_slashes=False)

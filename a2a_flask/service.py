@@ -139,6 +139,12 @@ def check_id(value: str, field: str) -> None:
                                  violations=[(field, "must not contain control characters")])
 
 
+def _check_page_size(page_size: Optional[int]) -> None:
+    if page_size is not None and not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise InvalidParamsError(f"pageSize must be between 1 and {MAX_PAGE_SIZE} inclusive",
+                                 violations=[("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")])
+
+
 def _check_history_length(value: Optional[int], name: str = "historyLength") -> None:
     if value is not None and value < 0:
         raise InvalidParamsError(f"{name} must be non-negative", violations=[(name, "must be >= 0")])
@@ -368,12 +374,8 @@ class AgentService:
 
     def list_tasks(self, request: ListTasksRequest, ctx: CallContext) -> ListTasksResponse:
         _check_history_length(request.history_length)
+        _check_page_size(request.page_size)
         page_size = DEFAULT_PAGE_SIZE if request.page_size is None else request.page_size
-        if not 1 <= page_size <= MAX_PAGE_SIZE:
-            raise InvalidParamsError(
-                f"pageSize must be between 1 and {MAX_PAGE_SIZE} inclusive",
-                violations=[("pageSize", f"must be between 1 and {MAX_PAGE_SIZE}")],
-            )
         after = None
         if request.status_timestamp_after:
             try:
@@ -478,7 +480,9 @@ class AgentService:
     def list_push_configs(self, request: ListTaskPushNotificationConfigsRequest,
                           ctx: CallContext) -> ListTaskPushNotificationConfigsResponse:
         self._require_push()
+        _check_page_size(request.page_size)
         self._visible(request.task_id, ctx, "taskId")
+        # Every config in one page: a task has few (the page token is never needed).
         configs = [self._masked(t.config) for t in self.store.push_targets(request.task_id)]
         return ListTaskPushNotificationConfigsResponse(configs, "")
 

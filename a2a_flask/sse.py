@@ -9,6 +9,7 @@ one parked greenlet.
 from __future__ import annotations
 
 import json
+import re
 import logging
 from typing import Any, Callable, Iterable, Iterator, List, Optional
 
@@ -28,8 +29,18 @@ HEADERS = {
 }
 
 
-def dumps(value: Any) -> str:
+def _json_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON for a response body.
+
+    A lone surrogate (a client may send ``"\\ud800"``, and errors echo what
+    was sent) has no UTF-8 form: it leaves as its ``\\uXXXX`` escape, which is
+    what it is inside a JSON string, the only place ``json.dumps`` puts it.
+    """
+    return _json_text(value).encode("utf-8", "backslashreplace")
 
 
 def dumps_line(value: Any) -> str:
@@ -39,12 +50,14 @@ def dumps_line(value: Any) -> str:
     several clients' line readers (httpx's ``aiter_lines``, used by the
     a2a-sdk) split on them; as escapes they mean the same and split nothing.
     """
-    text = dumps(value)
+    text = _json_text(value)
     for char, escape in _LINE_BREAKERS.items():
         if char in text:
             text = text.replace(char, escape)
     return text
 
+
+_EVENT_ID = re.compile(r"[0-9]{1,18}")
 
 _LINE_BREAKERS = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
 
@@ -56,7 +69,7 @@ def frame(data: Any, event_id: Optional[int] = None, event: Optional[str] = None
         head += f"id: {event_id}\n"
     if event:
         head += f"event: {event}\n"
-    return (head + "data: " + dumps_line(data) + "\n\n").encode("utf-8")
+    return (head + "data: " + dumps_line(data) + "\n\n").encode("utf-8", "backslashreplace")
 
 
 def parse_last_event_id(raw: Optional[str]) -> Optional[int]:
@@ -64,7 +77,8 @@ def parse_last_event_id(raw: Optional[str]) -> Optional[int]:
     if raw is None:
         return None
     raw = raw.strip()
-    return int(raw) if raw.isdigit() else None
+    # ASCII digits only, and few enough for int(): "²" passes isdigit() but not int().
+    return int(raw) if _EVENT_ID.fullmatch(raw) else None
 
 
 def event_stream(

@@ -15,7 +15,8 @@ from ..errors import MethodNotFoundError, VersionNotSupportedError
 #: What an empty or missing ``A2A-Version`` means (spec §3.6.2).
 DEFAULT_VERSION = "0.3"
 
-_VERSION = re.compile(r"^\s*(\d+)\.(\d+)(?:\.\d+)?\s*$")
+# Bounded digit runs: int() refuses strings of more than 4300 digits.
+_VERSION = re.compile(r"^\s*(\d{1,9})\.(\d{1,9})(?:\.\d{1,9})?\s*$")
 
 
 #: Makes the renderer of one stream: ``(seq, event)`` -> the JSON of one event, or

@@ -168,6 +168,11 @@ def _by_id(cls: type) -> Any:
     return lambda path: cls(id=path["id"])
 
 
+def _cancel(path: Dict[str, str]) -> m.CancelTaskRequest:
+    json_body()  # the 0.3 CancelTaskRequest has only the name: a body must still be JSON
+    return m.CancelTaskRequest(id=path["id"])
+
+
 def _create_push(path: Dict[str, str]) -> m.TaskPushNotificationConfig:
     body = json_body()
     config = body.get("config", body)  # CreateTaskPushNotificationConfigRequest or the config
@@ -229,7 +234,7 @@ ROUTES: List[Route] = [
     _route("/message:stream", ("POST",), _send, op("send_streaming_message"), streaming=True),
     _route("/tasks", ("GET",), _list_query, op("list_tasks"), _tasks_out),
     _route("/tasks/<a2aid:id>", ("GET",), _get_task, op("get_task")),
-    _route("/tasks/<a2aid:id>:cancel", ("POST",), _by_id(m.CancelTaskRequest), op("cancel_task")),
+    _route("/tasks/<a2aid:id>:cancel", ("POST",), _cancel, op("cancel_task")),
     _route("/tasks/<a2aid:id>:subscribe", ("GET", "POST"), _by_id(m.SubscribeToTaskRequest),
            op("subscribe_to_task"), streaming=True),
     _route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("POST",), _create_push,

@@ -232,7 +232,7 @@ def decode_page_token(token: str) -> Tuple[str, str]:
             raise ValueError
         stamp, task_id = cursor
         return stamp, task_id
-    except (ValueError, TypeError, binascii.Error):
+    except (ValueError, TypeError, binascii.Error, RecursionError):
         raise InvalidParamsError(
             "Invalid pageToken", violations=[("pageToken", "is not a token this server issued")]
         ) from None
