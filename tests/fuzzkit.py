@@ -42,7 +42,7 @@ from a2a_flask.service import MAX_ID_LENGTH  # the id policy: longer ids are -32
 
 #: Base example count per property; each test scales it.  CI runs the default;
 #: ``A2A_FUZZ_EXAMPLES=2000 pytest tests/test_fuzz_*.py`` digs deeper.
-EXAMPLES = int(os.environ.get("A2A_FUZZ_EXAMPLES", "100"))
+EXAMPLES = int(os.environ.get("A2A_FUZZ_EXAMPLES", "60"))
 
 settings.register_profile(
     "a2a-fuzz",

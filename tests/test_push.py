@@ -242,6 +242,11 @@ def outcomes():
     signals.push_failed.disconnect(on_failed)
 
 
+# Two stores (one in-process, one shared): the store contract tests cover the rest.
+TWO_STORES = pytest.mark.parametrize("store_url", ["memory", "sqlite"], indirect=True)
+
+
+@TWO_STORES
 def test_failed_pushes_are_retried_in_order_until_they_arrive(make_app, store_url, receiver,
                                                              outcomes):
     receiver.script = [500, 503, 0.0, 500]  # two failures, a success, one more failure
@@ -271,6 +276,7 @@ def test_a_webhook_that_times_out_is_retried(make_app, receiver, outcomes):
     assert "no response within" in outcomes["failed"][0]["error"]
 
 
+@TWO_STORES
 def test_a_webhook_that_keeps_failing_is_given_up_and_reported(make_app, store_url, outcomes,
                                                               caplog):
     gate = Gate()
