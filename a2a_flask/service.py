@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
@@ -94,13 +95,36 @@ def view(task: Task, history_length: Optional[int] = None, include_artifacts: bo
     return dataclasses.replace(task, **changes) if changes else task
 
 
-class _CountedStream:
-    """A stream that holds one of its caller's stream slots from now until it is
-    closed or dropped (a generator would only count once the response started)."""
+class StreamSlots:
+    """Open streams per caller in this process (``A2A_MAX_STREAMS_PER_CALLER``)."""
 
-    def __init__(self, stream: Iterator[StreamItem], counts: Dict[str, int], owner: str) -> None:
-        self._stream, self._counts, self._owner = stream, counts, owner
-        counts[owner] = counts.get(owner, 0) + 1
+    def __init__(self) -> None:
+        self._counts: Dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def open(self, owner: str) -> int:
+        return self._counts.get(owner, 0)
+
+    def take(self, owner: str) -> None:
+        with self._lock:
+            self._counts[owner] = self._counts.get(owner, 0) + 1
+
+    def give_back(self, owner: str) -> None:
+        with self._lock:
+            left = self._counts.get(owner, 1) - 1
+            if left > 0:
+                self._counts[owner] = left
+            else:
+                self._counts.pop(owner, None)
+
+
+class _CountedStream:
+    """A stream that holds one of its caller's slots from now until it is closed
+    or dropped (a generator would only count once the response started)."""
+
+    def __init__(self, stream: Iterator[StreamItem], slots: StreamSlots, owner: str) -> None:
+        self._stream, self._slots, self._owner = stream, slots, owner
+        slots.take(owner)
         self._open = True
 
     def __iter__(self) -> "_CountedStream":
@@ -112,11 +136,7 @@ class _CountedStream:
     def close(self) -> None:
         if self._open:
             self._open = False
-            left = self._counts.get(self._owner, 1) - 1
-            if left > 0:
-                self._counts[self._owner] = left
-            else:
-                self._counts.pop(self._owner, None)
+            self._slots.give_back(self._owner)
             close = getattr(self._stream, "close", None)
             if close is not None:
                 close()
@@ -182,7 +202,7 @@ class AgentService:
         #: Who may call (see :mod:`a2a_flask.auth`); nobody is asked by default.
         self.auth = Authentication()
         self.limits = Limits()
-        self._open_streams: Dict[str, int] = {}
+        self._stream_slots = StreamSlots()
 
     # ----------------------------------------------------------- helpers
 
@@ -331,7 +351,7 @@ class AgentService:
 
     def _check_stream_quota(self, ctx: CallContext) -> None:
         limit = self.limits.max_streams_per_caller
-        if limit and ctx.principal is not None and self._open_streams.get(ctx.owner, 0) >= limit:
+        if limit and ctx.principal is not None and self._stream_slots.open(ctx.owner) >= limit:
             raise ResourceExhaustedError(
                 f"You have {limit} streams open (A2A_MAX_STREAMS_PER_CALLER); close one first",
                 metadata={"limit": limit})
@@ -340,7 +360,7 @@ class AgentService:
         """The stream, counted among its caller's open streams until it is closed."""
         if ctx.principal is None or not self.limits.max_streams_per_caller:
             return stream
-        return _CountedStream(stream, self._open_streams, ctx.owner)
+        return _CountedStream(stream, self._stream_slots, ctx.owner)
 
     def _stream_started(self, started: Union[Run, TaskRecord],
                         history_length: Optional[int]) -> Iterator[StreamItem]:
