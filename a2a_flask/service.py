@@ -349,9 +349,13 @@ class AgentService:
         started = self._accept(request, ctx, client_task_id, streamed=True)
         return self._counted(ctx, self._stream_started(started, history_length))
 
+    def open_streams(self, owner: str) -> int:
+        """How many streams ``owner`` has open in this process."""
+        return self._stream_slots.open(owner)
+
     def _check_stream_quota(self, ctx: CallContext) -> None:
         limit = self.limits.max_streams_per_caller
-        if limit and ctx.principal is not None and self._stream_slots.open(ctx.owner) >= limit:
+        if limit and ctx.principal is not None and self.open_streams(ctx.owner) >= limit:
             raise ResourceExhaustedError(
                 f"You have {limit} streams open (A2A_MAX_STREAMS_PER_CALLER); close one first",
                 metadata={"limit": limit})

@@ -1070,7 +1070,8 @@ def test_a_subscribe_to_anothers_live_task_fails_before_any_stream(fresh_app, bi
             unauthenticated = perform(client, binding.build(op, task_id), NOBODY)
             assert unauthenticated.status == 401
             assert unauthenticated.mimetype == "application/json"
-        assert "bob" not in state_of(app).service._open_streams
+        assert state_of(app).service.open_streams("bob") == 0
+        assert state_of(app).service.open_streams("alice") == 2
 
         gate.release.set()
         for live_stream in (stream, resubscribed):
@@ -1078,7 +1079,7 @@ def test_a_subscribe_to_anothers_live_task_fails_before_any_stream(fresh_app, bi
             assert "alice-live-result" in text and "completed" in text.lower()
             assert '"error"' not in text
         assert state_of(app).store.load(task_id).state.value == "TASK_STATE_COMPLETED"
-        assert state_of(app).service._open_streams == {}
+        assert state_of(app).service.open_streams("alice") == 0
     finally:
         gate.release.set()
 
