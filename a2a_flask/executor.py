@@ -203,6 +203,9 @@ def invoke(executor: Executor, run: Run) -> None:
     except TaskClosedError as exc:
         log.warning("executor for task %s kept going after the task closed: %s", run.task_id, exc)
     except Exception as exc:
+        if run.runtime.store.closed:  # the app shut down under a running executor
+            log.info("executor for task %s stopped: its store was closed", run.task_id)
+            return
         log.exception("executor for task %s raised", run.task_id)
         _fail_after_error(run, exc)
 
@@ -243,3 +246,5 @@ def _fail_after_error(run: Run, exc: Exception) -> None:
             run.set_status(TaskState.FAILED, agent_message(text))
     except (TaskCancelled, TaskClosedError):
         pass
+    except Exception:  # the store failed too (or the task was purged): say so, once
+        log.exception("could not record the failure of task %s", run.task_id)
