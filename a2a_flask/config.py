@@ -62,7 +62,7 @@ class Settings:
     #: Let webhooks call private, loopback and link-local addresses (development only).
     push_allow_private: bool = False
     #: Hosts webhooks may call although they are not public: exact names, ``*.example.com``,
-    #: IP addresses or CIDR networks (a list, or one comma-separated string).
+    #: IP addresses or CIDR networks (a list, or one string separated by commas or spaces).
     push_allowed_hosts: Any = ()
     #: Seconds a webhook has to answer one push (connecting: at most 5 of them).
     push_timeout: float = 10.0
@@ -98,12 +98,8 @@ class Settings:
         if settings.task_ttl < 0:
             raise ValueError(f"A2A_TASK_TTL must be >= 0, got {settings.task_ttl}")
         settings.push_allow_private = _flag(settings.push_allow_private)
-        if isinstance(settings.push_allowed_hosts, str):
-            settings.push_allowed_hosts = settings.push_allowed_hosts.split(",")
-        settings.push_allowed_hosts = tuple(
-            host.strip() for host in settings.push_allowed_hosts if host.strip())
         settings.auth_required = _flag(settings.auth_required)
-        for name in ("max_content_length", "max_parts", "max_file_size"):
+        for name in ("max_content_length", "max_parts", "max_file_size", "push_max_attempts"):
             value = int(getattr(settings, name))
             if value < 1:
                 raise ValueError(f"A2A_{name.upper()} must be >= 1, got {value}")
@@ -113,9 +109,6 @@ class Settings:
             if value < 0:
                 raise ValueError(f"A2A_{name.upper()} must be >= 0 (0: no limit), got {value}")
             setattr(settings, name, value)
-        settings.push_max_attempts = int(settings.push_max_attempts)
-        if settings.push_max_attempts < 1:
-            raise ValueError(f"A2A_PUSH_MAX_ATTEMPTS must be >= 1, got {settings.push_max_attempts}")
         for name in ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl",
                      "push_timeout", "push_retry_delay", "push_retry_max_delay"):
             value = float(getattr(settings, name))

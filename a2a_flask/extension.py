@@ -22,6 +22,9 @@ from .card import CardRenderer, Endpoint, check_card, with_default_capabilities,
 from .config import Settings
 from .executor import Executor, invoke
 from .models import AgentCard
+from .push.delivery import PushDispatcher, RetryPolicy
+from .push.guard import WebhookPolicy
+from .push.transport import WebhookTransport
 from .runtime import Run, Runtime
 from .deploy import gunicorn_workers
 from .headers import BODY_LIMIT_KEY
@@ -205,10 +208,6 @@ class A2A:
 
     def _set_up_push(self, service: AgentService, settings: Settings) -> None:
         """Webhook delivery with its SSRF guard, retries and (optionally) signatures."""
-        from .push.delivery import PushDispatcher, RetryPolicy
-        from .push.guard import WebhookPolicy
-        from .push.transport import WebhookTransport
-
         policy = WebhookPolicy(allow_private=settings.push_allow_private,
                                allowed_hosts=settings.push_allowed_hosts)
         runtime = service.runtime
@@ -254,7 +253,6 @@ class A2A:
             # Everything under the prefix answers in JSON, even a path or verb no route
             # has (at the host root the app's own routes and error pages stay in charge).
             rest.add_unknown_routes(bp, "", served=("POST",))
-        if state.settings.url_prefix:
             for path in WELL_KNOWN_PATHS:
                 bp.add_url_rule(path, _card_endpoint(path), state.card_response, methods=["GET"])
         signers = [state.renderer.signer,

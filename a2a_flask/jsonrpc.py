@@ -130,7 +130,6 @@ def handle(service: AgentService) -> Response:
         parsed = method.parse(call.params)
         ctx = CallContext(
             tenant=getattr(parsed, "tenant", "") or "",
-            owner=principal.id if principal else "",
             dialect=method.dialect or dialect.version,
             extensions=extensions,
             last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),

@@ -66,13 +66,12 @@ class AnyPathConverter(BaseConverter):
 
 
 def error_response(exc: A2AError, headers: Optional[Dict[str, str]] = None) -> Response:
-    body = {"error": {"code": exc.http_status, "status": exc.grpc_status,
-                      "message": exc.message, "details": exc.details()}}
-    return Response(dumps(body), status=exc.http_status, mimetype="application/json",
+    return Response(dumps(_error_body(exc)), status=exc.http_status, mimetype="application/json",
                     headers={**(headers or {}), **exc.headers})
 
 
-def _stream_error(exc: A2AError) -> Dict[str, Any]:
+def _error_body(exc: A2AError) -> Dict[str, Any]:
+    """The google.rpc.Status-style body of an error, for a response or a stream event."""
     return {"error": {"code": exc.http_status, "status": exc.grpc_status,
                       "message": exc.message, "details": exc.details()}}
 
@@ -213,7 +212,6 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
                 parsed.tenant = tenant
             ctx = CallContext(
                 tenant=tenant or getattr(parsed, "tenant", "") or "",
-                owner=principal.id if principal else "",
                 dialect=route.version,
                 extensions=extensions,
                 last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
@@ -222,7 +220,7 @@ def _view(service: AgentService, route: Route) -> Callable[..., Response]:
             result = route.operation(service, parsed, ctx)
             if route.streaming:
                 render = route.stream_renderer(service.stream_context())
-                return event_stream(result, render, _stream_error, headers)
+                return event_stream(result, render, _error_body, headers)
             return Response(dumps(route.render(result)), mimetype="application/json",
                             headers=headers)
         except A2AError as exc:

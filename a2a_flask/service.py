@@ -84,6 +84,10 @@ class CallContext:
     #: The authenticated caller (None: anonymous); ``owner`` is its id.
     principal: Optional[Principal] = None
 
+    def __post_init__(self) -> None:
+        if self.principal is not None:
+            self.owner = self.principal.id
+
 
 def view(task: Task, history_length: Optional[int] = None, include_artifacts: bool = True) -> Task:
     """A task as a response shows it: history cut to the newest N, artifacts optional."""
@@ -222,7 +226,8 @@ class AgentService:
         if not self.card.capabilities.push_notifications:
             raise PushNotificationNotSupportedError()
 
-    def _check_size(self, message: Message) -> None:
+    def _check_message(self, message: Message) -> None:
+        """Ids a task could have, and the part and inline-file limits."""
         check_id(message.message_id, "message.messageId")
         check_id(message.context_id, "message.contextId")
         limits = self.limits
@@ -281,9 +286,10 @@ class AgentService:
         if config is not None:
             _check_history_length(config.history_length, "configuration.historyLength")
             if config.task_push_notification_config is not None:
+                self._require_push()
                 self._check_webhook(config.task_push_notification_config,
                                     "configuration.taskPushNotificationConfig.url")
-        self._check_size(message)
+        self._check_message(message)
         self._check_input_modes(message)
         if message.task_id:
             record = self._visible(message.task_id, ctx, "message.taskId")
@@ -452,7 +458,6 @@ class AgentService:
 
     def _check_webhook(self, config: TaskPushNotificationConfig, where: str) -> None:
         """Refuse a webhook URL the SSRF guard does not allow (before anything changes)."""
-        self._require_push()
         if self.webhook_policy is None:
             return
         try:

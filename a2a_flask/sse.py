@@ -9,8 +9,8 @@ one parked greenlet.
 from __future__ import annotations
 
 import json
-import re
 import logging
+import re
 from typing import Any, Callable, Iterable, Iterator, List, Optional
 
 from flask import Response

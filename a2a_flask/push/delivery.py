@@ -143,9 +143,8 @@ class PushDispatcher:
     def _deliver(self, task_id: str, key: str, owner: str) -> None:
         renderers: Dict[str, PayloadRenderer] = {}
         retry_at: Dict[str, float] = {}  # config id -> when its next attempt is due
+        # The caller holds the claim; each round ends by renewing it.
         while not self.store.closed:
-            if not self._renew(key, owner):
-                return  # we stalled past the claim; the new holder carries on
             record = self.store.load(task_id)
             targets = [t for t in self.store.push_targets(task_id) if not t.gave_up]
             if record is None or not targets:
@@ -154,16 +153,18 @@ class PushDispatcher:
             now = time.monotonic()
             due = [t for t in pending if retry_at.get(t.config.id, 0.0) <= now]
             if due:
-                self._deliver_entries(task_id, due, renderers, retry_at, lambda: self._renew(
-                    key, owner))
-                continue
-            if not pending and (record.state.terminal or record.state.interrupted):
+                self._deliver_entries(task_id, due, renderers, retry_at,
+                                      lambda: self._renew(key, owner))
+            elif not pending and (record.state.terminal or record.state.interrupted):
                 return  # all caught up; a continuation starts a new drain
-            # Wait for new events, or for the next retry, renewing the claim meanwhile.
-            wait = self.claim_ttl / 3
-            if pending:
-                wait = min(wait, min(retry_at[t.config.id] for t in pending) - now)
-            self.store.wait(task_id, record.seq, max(wait, 0.01))
+            else:
+                # Wait for new events, or for the next retry.
+                wait = self.claim_ttl / 3
+                if pending:
+                    wait = min(wait, min(retry_at[t.config.id] for t in pending) - now)
+                self.store.wait(task_id, record.seq, max(wait, 0.01))
+            if not self._renew(key, owner):
+                return  # we stalled past the claim; the new holder carries on
 
     def _renew(self, key: str, owner: str) -> bool:
         return self.store.claim(key, owner, self.claim_ttl)
