@@ -162,7 +162,12 @@ class PushDispatcher:
                 wait = self.claim_ttl / 3
                 if pending:
                     wait = min(wait, min(retry_at[t.config.id] for t in pending) - now)
-                self.store.wait(task_id, record.seq, max(wait, 0.01))
+                if record.state.terminal:
+                    # The log is closed, so store.wait would return at once and this
+                    # loop would spin without yielding: sleep until the retry is due.
+                    time.sleep(max(wait, 0.01))
+                else:
+                    self.store.wait(task_id, record.seq, max(wait, 0.01))
             if not self._renew(key, owner):
                 return  # we stalled past the claim; the new holder carries on
 
