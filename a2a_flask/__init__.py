@@ -2,9 +2,10 @@
 
 Register one :class:`A2A` extension in an existing Flask app and a Python
 function becomes an A2A agent that any A2A client can discover, message,
-stream from, poll and cancel.
+stream from, poll and cancel.  Everything an agent author needs is importable
+from here; the subpackages are the layers (see "How it is built" in the README).
 """
-from .errors import (
+from .protocol.errors import (
     A2AError,
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
@@ -21,9 +22,9 @@ from .errors import (
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
-from .executor import TaskContext
-from .extension import A2A
-from .models import (
+from .engine.executor import TaskContext
+from .web.extension import A2A
+from .protocol.models import (
     AgentCapabilities,
     AgentCard,
     AgentExtension,
@@ -42,14 +43,18 @@ from .models import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from .runtime import TaskCancelled
+from .engine.runtime import TaskCancelled
+from .web.auth import APIKeyAuth, BearerAuth, Principal
 from .stores import MemoryStore, ShelveStore, TaskStore, open_store
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "A2A",
     "TaskContext",
+    "APIKeyAuth",
+    "BearerAuth",
+    "Principal",
     "TaskCancelled",
     "AgentCapabilities",
     "AgentCard",

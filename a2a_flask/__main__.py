@@ -1,7 +1,7 @@
-"""``python -m a2a_flask``: the ``a2a-flask`` command line (see :mod:`a2a_flask.cli`)."""
+"""``python -m a2a_flask``: the ``a2a-flask`` command line (see :mod:`a2a_flask.client.cli`)."""
 import sys
 
-from .cli import main
+from .client.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -32,7 +32,7 @@ from requests.utils import get_encoding_from_headers
 from .client import A2AClient
 from .client.card import read_card
 from .client.client import parse_state
-from .models import TaskState, Task
+from .protocol.models import TaskState, Task
 
 BASE_URL = "http://localhost"
 

@@ -19,8 +19,8 @@ from typing import Dict, Optional, Set
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill
-from a2a_flask.auth import BearerAuth
-from a2a_flask.errors import PermissionDeniedError
+from a2a_flask.web.auth import BearerAuth
+from a2a_flask.protocol.errors import PermissionDeniedError
 
 
 def _tokens(raw: str) -> Dict[str, str]:

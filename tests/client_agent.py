@@ -19,7 +19,7 @@ import time
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill, Part, TaskContext
-from a2a_flask.auth import BearerAuth
+from a2a_flask.web.auth import BearerAuth
 
 SKILL = AgentSkill(id="test", name="Test", description="Behaviours for client tests", tags=["test"])
 

@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill
-from a2a_flask.extension import AgentState
+from a2a_flask.web.extension import AgentState
 
 from .helpers import Server
 

@@ -29,14 +29,14 @@ from hypothesis import strategies as st
 from werkzeug.http import parse_options_header
 
 from a2a_flask import A2A, AgentCapabilities, AgentExtension
-from a2a_flask.codec import encode
-from a2a_flask.models import GetTaskRequest, Role, TaskState
-from a2a_flask.service import CallContext
+from a2a_flask.protocol.codec import encode
+from a2a_flask.protocol.models import GetTaskRequest, Role, TaskState
+from a2a_flask.engine.service import CallContext
 
 from .conftest import make_card
 from .helpers import ALICE, bearer_auth, card_v1_view, validate
 
-from a2a_flask.service import MAX_ID_LENGTH  # the id policy: longer ids are -32602
+from a2a_flask.engine.service import MAX_ID_LENGTH  # the id policy: longer ids are -32602
 
 # ------------------------------------------------------------------ settings
 

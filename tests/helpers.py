@@ -224,7 +224,7 @@ class Server:
         self.stop()
 
 
-#: Top-level members the union card adds for 0.3 and 0.1 clients (see a2a_flask.card).
+#: Top-level members the union card adds for 0.3 and 0.1 clients (see a2a_flask.protocol.cards).
 LEGACY_CARD_MEMBERS = ("protocolVersion", "url", "preferredTransport", "additionalInterfaces",
                        "supportsAuthenticatedExtendedCard", "security", "authentication")
 _SCHEME_V03_MEMBERS = ("type", "in", "name", "scheme", "bearerFormat", "flows",
@@ -335,6 +335,6 @@ BOB = {"Authorization": "Bearer bob-token"}
 
 def bearer_auth():
     """The authenticator of the test agents: ``Bearer alice-token`` is alice."""
-    from a2a_flask.auth import BearerAuth
+    from a2a_flask.web.auth import BearerAuth
 
     return BearerAuth(TOKENS.get)

@@ -30,10 +30,10 @@ import requests
 from flask import Flask, g, request
 
 from a2a_flask import A2A, AgentCapabilities
-from a2a_flask.auth import APIKeyAuth, BearerAuth, Principal
-from a2a_flask.codec import encode
-from a2a_flask.errors import PermissionDeniedError
-from a2a_flask.models import SecurityRequirement, StringList, new_id
+from a2a_flask.web.auth import APIKeyAuth, BearerAuth, Principal
+from a2a_flask.protocol.codec import encode
+from a2a_flask.protocol.errors import PermissionDeniedError
+from a2a_flask.protocol.models import SecurityRequirement, StringList, new_id
 from a2a_flask.stores.base import TaskQuery
 
 from .conftest import make_card

@@ -26,7 +26,7 @@ from a2a_flask import (
     AgentInterface,
     AgentSkill,
 )
-from a2a_flask.service import CallContext
+from a2a_flask.engine.service import CallContext
 
 from .conftest import echo, make_card
 from .helpers import (

@@ -11,7 +11,7 @@ pytest.importorskip("cryptography")
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402
 
-from a2a_flask.card_signing import (  # noqa: E402
+from a2a_flask.signing.cards import (  # noqa: E402
     CardSignatureError,
     CardSigner,
     canonical_json,

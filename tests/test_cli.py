@@ -14,7 +14,7 @@ from typing import List, Tuple
 
 import pytest
 
-from a2a_flask import cli
+from a2a_flask.client import cli
 from a2a_flask.client import A2AClient, TaskNotCancelableError
 
 from .client_support import DropProxy, LocalHTTP, client_agent_server, read_live

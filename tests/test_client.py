@@ -8,7 +8,7 @@ from typing import Any, List
 
 import pytest
 
-from a2a_flask import models as m
+from a2a_flask.protocol import models as m
 from a2a_flask.client import (
     A2AClient,
     A2AClientError,

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("a2a.server")
 pytest.importorskip("uvicorn")
 
-from a2a_flask import models as m  # noqa: E402
+from a2a_flask.protocol import models as m  # noqa: E402
 from a2a_flask.client import (  # noqa: E402
     A2AClient,
     PushNotificationNotSupportedError,

@@ -13,9 +13,9 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
-from a2a_flask import models as m
-from a2a_flask.codec import camel, decode, encode
-from a2a_flask.errors import InvalidParamsError
+from a2a_flask.protocol import models as m
+from a2a_flask.protocol.codec import camel, decode, encode
+from a2a_flask.protocol.errors import InvalidParamsError
 
 from .helpers import validate
 

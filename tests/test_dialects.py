@@ -20,7 +20,7 @@ import pytest
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities, AgentInterface, Part
-from a2a_flask.models import SecurityRequirement, StringList
+from a2a_flask.protocol.models import SecurityRequirement, StringList
 
 from .conftest import make_card
 from .helpers import ALICE, Gate, bearer_auth, card_v1_view, parse_sse, rpc_body, validate

@@ -12,7 +12,7 @@ import pytest
 from flask import Flask
 
 from a2a_flask import A2A, MemoryStore, ShelveStore
-from a2a_flask.extension import AgentState
+from a2a_flask.web.extension import AgentState
 
 from .conftest import echo, make_card
 from .helpers import V1, parse_sse, rpc, rpc_body, user_message, validate, validate_card

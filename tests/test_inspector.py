@@ -20,14 +20,14 @@ import pytest
 import requests
 from flask import Blueprint, Flask
 
-import a2a_flask.inspector
+import a2a_flask.web.inspector
 from a2a_flask import A2A
-from a2a_flask.inspector import CONTENT_SECURITY_POLICY, make_inspector
+from a2a_flask.web.inspector import CONTENT_SECURITY_POLICY, make_inspector
 
 from .conftest import make_card
 from .helpers import V1, Server, rpc
 
-PACKAGE = Path(a2a_flask.inspector.__file__).resolve().parent
+PACKAGE = Path(a2a_flask.web.inspector.__file__).resolve().parent
 ASSETS = [PACKAGE / "static" / "inspector.js", PACKAGE / "static" / "inspector.css",
           PACKAGE / "static" / "favicon.svg", PACKAGE / "templates" / "a2a_inspector" / "index.html"]
 

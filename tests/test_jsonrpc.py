@@ -1,6 +1,6 @@
 """The JSON-RPC router: one test (or case) per error stage, version and extension negotiation.
 
-The stages (see :mod:`a2a_flask.jsonrpc`) are checked in order: content type
+The stages (see :mod:`a2a_flask.web.jsonrpc`) are checked in order: content type
 (-32005), JSON parsing (-32700), the request envelope (-32600), ``A2A-Version``
 (-32009), method lookup (-32601), required extensions (-32008), params
 (-32602) and unexpected failures (-32603).  Every error response is checked for

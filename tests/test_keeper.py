@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from a2a_flask.models import Message, Part, Role, Task, TaskState, TaskStatus, utc_now
-from a2a_flask.runtime import Runtime
+from a2a_flask.protocol.models import Message, Part, Role, Task, TaskState, TaskStatus, utc_now
+from a2a_flask.engine.runtime import Runtime
 from a2a_flask.stores import open_store
 from a2a_flask.stores.base import TaskRecord
 
@@ -88,7 +88,7 @@ def test_a_cancel_from_another_process_stops_the_run_here(shared, store_url):
             time.sleep(0.02)
         stopped.set()
 
-    from a2a_flask.executor import invoke
+    from a2a_flask.engine.executor import invoke
 
     here = runtime_on(here_store, lambda run: invoke(stubborn, run))
     here.ensure_keeper = lambda: None  # type: ignore[method-assign]  (we call tend ourselves)

@@ -10,7 +10,7 @@ import pytest
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities
-from a2a_flask.models import new_id
+from a2a_flask.protocol.models import new_id
 from a2a_flask.stores.base import TaskQuery
 
 from .conftest import make_card

@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 import pytest
 
 from a2a_flask import AgentCapabilities, TaskCancelled
-from a2a_flask.models import Role, Task, TaskState, TaskStatus, utc_now
+from a2a_flask.protocol.models import Role, Task, TaskState, TaskStatus, utc_now
 from a2a_flask.stores.base import TaskRecord
 
 from .conftest import make_card
@@ -383,7 +383,7 @@ def test_agent_reply_is_a_message_and_creates_no_task(make_app, store_url):
 
 def test_return_immediately_with_a_replying_agent_never_leaves_a_stuck_task(
         make_app, store_url, monkeypatch):
-    from a2a_flask.runtime import Runtime
+    from a2a_flask.engine.runtime import Runtime
 
     original = Runtime.start_new
 

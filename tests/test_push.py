@@ -14,7 +14,7 @@ import pytest
 
 from a2a_flask import AgentCapabilities, signals
 from a2a_flask.dialects import push_renderer
-from a2a_flask.models import (
+from a2a_flask.protocol.models import (
     Artifact,
     Part,
     Task,
@@ -26,7 +26,7 @@ from a2a_flask.models import (
 )
 from a2a_flask.push.delivery import PushDispatcher
 from a2a_flask.push.transport import WebhookResponse
-from a2a_flask.service import StreamContext
+from a2a_flask.engine.service import StreamContext
 from a2a_flask.stores import MemoryStore
 from a2a_flask.stores.base import PushTarget, TaskRecord
 
@@ -375,7 +375,7 @@ def test_signed_pushes_verify_against_the_published_keys(make_app, receiver):
     pytest.importorskip("cryptography")
     from cryptography.hazmat.primitives.asymmetric import ec
 
-    from a2a_flask.push.signing import PushSignatureError, verify_push
+    from a2a_flask.signing.pushes import PushSignatureError, verify_push
 
     key = ec.generate_private_key(ec.SECP256R1())
     client = make_app(chunky, **PUSH, **FAST, push_signing_key=key,

@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 import pytest
 
-from a2a_flask.models import new_id
+from a2a_flask.protocol.models import new_id
 
 from .helpers import Server, WebhookReceiver
 

@@ -1,4 +1,4 @@
-"""Push notification signatures (a2a_flask.push.signing): ES256 and RS256 JWTs."""
+"""Push notification signatures (a2a_flask.signing.pushes): ES256 and RS256 JWTs."""
 from __future__ import annotations
 
 import base64
@@ -17,8 +17,8 @@ from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature  # noqa: E402
 
-from a2a_flask.push import signing  # noqa: E402
-from a2a_flask.push.signing import (  # noqa: E402
+from a2a_flask.signing import jws, pushes  # noqa: E402
+from a2a_flask.signing.pushes import (  # noqa: E402
     PushSignatureError,
     PushSigner,
     jwk_thumbprint,
@@ -372,20 +372,20 @@ def without_cryptography(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         if name == "cryptography" or name.startswith("cryptography."):
             monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.setitem(sys.modules, "cryptography", None)
-    signing._crypto.cache_clear()
+    jws._crypto.cache_clear()
     yield
-    signing._crypto.cache_clear()
+    jws._crypto.cache_clear()
 
 
 def test_missing_cryptography_gives_a_clear_error(without_cryptography: None,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     # The module itself imports without cryptography...
-    import a2a_flask.push
+    import a2a_flask.signing
 
-    monkeypatch.setattr(a2a_flask.push, "signing", signing)
-    monkeypatch.delitem(sys.modules, "a2a_flask.push.signing")
-    fresh = importlib.import_module("a2a_flask.push.signing")
-    assert fresh is not signing
+    monkeypatch.setattr(a2a_flask.signing, "pushes", pushes)
+    monkeypatch.delitem(sys.modules, "a2a_flask.signing.pushes")
+    fresh = importlib.import_module("a2a_flask.signing.pushes")
+    assert fresh is not pushes
     # ...and using it names the extra to install.
     with pytest.raises(ImportError, match=r"a2a-flask\[signing\]"):
         fresh.PushSigner(b"-----BEGIN PRIVATE KEY-----")

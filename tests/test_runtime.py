@@ -9,13 +9,13 @@ from typing import List, Optional
 
 import pytest
 
-from a2a_flask.errors import (
+from a2a_flask.protocol.errors import (
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from a2a_flask.executor import invoke
-from a2a_flask.models import (
+from a2a_flask.engine.executor import invoke
+from a2a_flask.protocol.models import (
     Artifact,
     Message,
     Part,
@@ -27,7 +27,7 @@ from a2a_flask.models import (
     TaskStatusUpdateEvent,
     utc_now,
 )
-from a2a_flask.runtime import (
+from a2a_flask.engine.runtime import (
     Run,
     Runtime,
     TaskCancelled,
@@ -555,7 +555,7 @@ def test_store_append_conflict_is_reported(store):
 
 def test_status_timestamps_never_go_backwards_even_for_the_first_update(make_app, monkeypatch):
     ticks = itertools.count()
-    monkeypatch.setattr("a2a_flask.runtime.utc_now",
+    monkeypatch.setattr("a2a_flask.engine.runtime.utc_now",
                         lambda: "2026-01-01T00:00:%02d.000Z" % next(ticks))
 
     def agent(ctx):

@@ -31,7 +31,7 @@ import redis as redis_py
 from flask import Flask
 
 from a2a_flask import A2A
-from a2a_flask.models import Message, Role
+from a2a_flask.protocol.models import Message, Role
 from a2a_flask.stores import StoreError, open_store
 
 from .conftest import REDIS_URL, drop_redis_prefix

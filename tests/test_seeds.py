@@ -674,7 +674,7 @@ def check_004_error_table(client, example: str) -> None:
     failed(call(client, "", body={"id": 1, "method": "tasks/get"}), -32600)
     failed(call(client, "tasks/explode", {}), -32601)
     failed(call(client, "tasks/get", {"historyLength": 1}), -32602)
-    from a2a_flask.errors import InternalError  # not provokable on purpose: check the code
+    from a2a_flask.protocol.errors import InternalError  # not provokable on purpose: check the code
 
     assert InternalError.code == -32603
     failed(call(client, "tasks/get", {"id": "nope"}), -32001)

@@ -12,8 +12,8 @@ from typing import List, Set
 
 import pytest
 
-from a2a_flask.errors import InvalidParamsError
-from a2a_flask.models import (
+from a2a_flask.protocol.errors import InvalidParamsError
+from a2a_flask.protocol.models import (
     AuthenticationInfo,
     Message,
     Part,
@@ -24,7 +24,7 @@ from a2a_flask.models import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a_flask.runtime import apply_event
+from a2a_flask.engine.runtime import apply_event
 from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore
 from a2a_flask.stores.redis import RedisStore
 from a2a_flask.stores.base import PushTarget, SequenceConflict, TaskQuery, TaskRecord

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from a2a_flask import AgentCapabilities, TaskState
-from a2a_flask import models as m
+from a2a_flask.protocol import models as m
 from a2a_flask.client import TaskNotFoundError, UnsupportedOperationError, artifact_text
 from a2a_flask.testing import A2ATestClient
 

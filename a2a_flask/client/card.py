@@ -3,7 +3,7 @@
 A base URL is tried at ``/.well-known/agent-card.json`` (0.3 and 1.0), then at
 ``/.well-known/agent.json`` (0.1 and 0.2); a URL that already names a ``.json``
 document is fetched as it is.  Whatever its generation, the card is returned
-as a 1.0 :class:`~a2a_flask.models.AgentCard` whose ``supported_interfaces``
+as a 1.0 :class:`~a2a_flask.protocol.models.AgentCard` whose ``supported_interfaces``
 list every interface it offers:
 
 * 1.0: ``supportedInterfaces`` (``url``, ``protocolBinding``, ``protocolVersion``, ``tenant``);
@@ -22,7 +22,7 @@ from urllib.parse import urljoin, urlsplit
 
 import requests
 
-from .. import models as m
+from ..protocol import models as m
 from .errors import A2AClientError, A2AHTTPError, InvalidAgentResponseError, from_http
 from .stream import transport_error
 from .wire import decode_model

@@ -3,7 +3,7 @@
 ``A2AClient.connect(url)`` reads the agent's card and picks the best interface
 this client speaks; ``A2AClient(url, binding=..., version=...)`` talks to a
 known endpoint without a card.  Every operation takes and returns the 1.0
-models of :mod:`a2a_flask.models`, whichever generation is on the wire.
+models of :mod:`a2a_flask.protocol.models`, whichever generation is on the wire.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Type,
 
 import requests
 
-from .. import models as m
+from ..protocol import models as m
 from .card import (Prefer, binding_name, choose, fetch_card, generation, interfaces_of,
                    read_card)
 from .errors import A2AClientError, CardVerificationError
@@ -152,7 +152,7 @@ class A2AClient:
              push: Optional[PushTarget] = None, return_immediately: bool = False) -> Reply:
         """Send a message; returns the Task (or the agent's direct Message).
 
-        ``message`` is a :class:`~a2a_flask.models.Message` or text; ``file`` (a
+        ``message`` is a :class:`~a2a_flask.protocol.models.Message` or text; ``file`` (a
         path, sent as bytes with a guessed media type), ``data`` (any JSON value)
         and ``parts`` add parts.  Give ``task_id`` to answer a task waiting for
         input, ``context_id`` to continue a conversation.  By default the call
@@ -229,7 +229,7 @@ class A2AClient:
                  authentication: Authentication = None) -> m.TaskPushNotificationConfig:
         """Register a webhook for a task's updates; returns the stored config (with its id).
 
-        ``authentication`` is an :class:`~a2a_flask.models.AuthenticationInfo` or a
+        ``authentication`` is an :class:`~a2a_flask.protocol.models.AuthenticationInfo` or a
         ``(scheme, credentials)`` pair the agent will send as ``Authorization``.
         """
         if authentication is not None and not isinstance(authentication, m.AuthenticationInfo):
@@ -295,7 +295,7 @@ def parse_state(state: Union[m.TaskState, str]) -> m.TaskState:
 
 
 def _verify_card(raw: Dict[str, Any], keys: Any, card_url: str) -> None:
-    from ..card_signing import CardSignatureError, verify_card
+    from ..signing.cards import CardSignatureError, verify_card
 
     try:
         verify_card(raw, keys)

@@ -13,8 +13,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 import requests
 
-from .. import codec
-from .. import models as m
+from ..protocol import codec
+from ..protocol import models as m
 from .errors import InvalidAgentResponseError, from_http, from_jsonrpc
 from .stream import StreamItem, iter_json_events
 from .transport import Transport

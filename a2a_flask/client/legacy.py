@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 
 import requests
 
-from .. import models as m
+from ..protocol import models as m
 from .errors import TaskNotFoundError
 from .jsonrpc import JsonRpcTransport
 from .stream import StreamItem

@@ -5,7 +5,7 @@ import mimetypes
 import os
 from typing import Any, Dict, Iterable, List, Optional, Union
 
-from ..models import UNSET, Message, Part, Role, new_id
+from ..protocol.models import UNSET, Message, Part, Role, new_id
 
 PathLike = Union[str, "os.PathLike[str]"]
 

@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import requests
 
-from .. import codec
-from .. import models as m
+from ..protocol import codec
+from ..protocol import models as m
 from .errors import from_rest
 from .stream import StreamItem, iter_json_events
 from .transport import Transport

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, List, Optional, Set, Tuple
 import requests
 import urllib3
 
-from .. import models as m
+from ..protocol import models as m
 from .errors import (
     A2AConnectionError,
     A2AProtocolError,
@@ -133,7 +133,7 @@ Refresh = Callable[[str], m.Task]
 
 
 class EventStream:
-    """An iterator of :class:`~a2a_flask.models.Task`, ``Message``,
+    """An iterator of :class:`~a2a_flask.protocol.models.Task`, ``Message``,
     ``TaskStatusUpdateEvent`` and ``TaskArtifactUpdateEvent``.
 
     It ends after the agent's last event (a terminal state, an interrupted

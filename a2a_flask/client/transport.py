@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import requests
 
-from .. import models as m
+from ..protocol import models as m
 from .errors import A2AConnectionError, InvalidAgentResponseError, UnsupportedOperationError
 from .stream import StreamItem, transport_error
 

@@ -1,6 +1,6 @@
 """Turning what agents send into 1.0 models, whatever generation they speak.
 
-1.0 JSON goes through :mod:`a2a_flask.codec`.  0.3 (and 0.2) and 0.1 shapes
+1.0 JSON goes through :mod:`a2a_flask.protocol.codec`.  0.3 (and 0.2) and 0.1 shapes
 are first rewritten into 1.0 JSON here (lowercase states, ``kind``/``type``
 parts, ``file`` objects, ``sessionId``...) so that one decoder builds every
 model.  The other direction, 1.0 requests in 0.x shapes, lives here too.
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Tuple, Type, TypeVar, Union
 
-from .. import codec
-from .. import models as m
+from ..protocol import codec
+from ..protocol import models as m
 from .errors import InvalidAgentResponseError
 
 T = TypeVar("T")

@@ -1,151 +1,31 @@
 """The wire edge: one dialect per protocol generation, and version negotiation.
 
-A dialect maps method names to a parser (params JSON -> request model), an
-operation of :class:`~a2a_flask.service.AgentService`, and a renderer (result
-model -> JSON).  Below the dialects nothing knows which version a client speaks.
+Pure translation between each generation's JSON and the 1.0 models, with no
+Flask and no engine: the bindings (``a2a_flask.web``) parse with a dialect,
+call the engine, and render with the same dialect.  Below the dialects nothing
+knows which version a client speaks.
+
+Served generations: 1.0 (:mod:`.v1`); 0.3 and 0.2 (:mod:`.v03`), whose
+endpoint also takes the 0.1 methods (:mod:`.v01`, they have no version
+header of their own); the 0.3 REST shapes (:mod:`.rest03`).
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from . import v01, v03, v1
+from .registry import (
+    Dialect,
+    Method,
+    PushRenderer,
+    StreamRenderer,
+    negotiate,
+    normalise_version,
+    push_renderer,
+    register,
+    register_push,
+    resolve,
+    supported_versions,
+)
 
-from ..errors import MethodNotFoundError, VersionNotSupportedError
-
-#: What an empty or missing ``A2A-Version`` means (spec §3.6.2).
-DEFAULT_VERSION = "0.3"
-
-# Bounded digit runs: int() refuses strings of more than 4300 digits.
-_VERSION = re.compile(r"^\s*(\d{1,9})\.(\d{1,9})(?:\.\d{1,9})?\s*$")
-
-
-#: Makes the renderer of one stream: ``(seq, event)`` -> the JSON of one event, or
-#: None to skip it.  A factory (given the stream's StreamContext), because some
-#: renderers remember earlier events or ask about the task.
-StreamRenderer = Callable[[Any], Callable[[Any], Optional[Any]]]
-
-
-#: Makes the payload renderer of one webhook delivery run: ``((seq, event), task
-#: after it)`` -> the JSON body of one push, or None to skip the event.  The task
-#: is only given to dialects that send whole tasks (0.3).
-PushRenderer = Callable[[Any], Callable[[Any, Any], Optional[Any]]]
-
-
-@dataclass
-class Method:
-    """One JSON-RPC method of a dialect."""
-
-    parse: Callable[[Any], Any]
-    call: Callable[..., Any]  # (service, request, ctx) -> result or stream
-    render: Callable[[Any], Any] = lambda result: result
-    streaming: bool = False
-    #: Overrides the dialect's stream renderer for this method.
-    stream_renderer: Optional[StreamRenderer] = None
-    #: For names shared by two dialects: ``(service, request, ctx)`` -> the Method
-    #: whose ``render``/``stream_renderer`` answer this call.
-    choose: Optional[Callable[..., "Method"]] = None
-    #: The protocol version recorded on tasks this method creates (default: the dialect's).
-    dialect: Optional[str] = None
-
-
-@dataclass
-class Dialect:
-    version: str
-    methods: Dict[str, Method]
-    stream_renderer: StreamRenderer
-
-
-_DIALECTS: Dict[str, Dialect] = {}
-
-
-def register(dialect: Dialect, aliases: tuple = ()) -> None:
-    """Serve ``dialect`` for its version (and for ``aliases``, e.g. 0.2 for 0.3)."""
-    _DIALECTS[dialect.version] = dialect
-    for alias in aliases:
-        _ALIASES[alias] = dialect.version
-
-
-_ALIASES: Dict[str, str] = {}
-_PUSH: Dict[str, PushRenderer] = {}
-
-
-def register_push(version: str, renderer: PushRenderer) -> None:
-    """How webhooks registered in ``version`` get their payloads."""
-    _PUSH[version] = renderer
-
-
-def push_renderer(version: str) -> PushRenderer:
-    """The push payload renderer factory of a dialect (1.0 for anything unknown)."""
-    return _PUSH.get(version) or _PUSH["1.0"]
-
-
-def supported_versions() -> list:
-    return sorted(_DIALECTS, reverse=True)
-
-
-def normalise_version(raw: Optional[str]) -> str:
-    """``Major.Minor`` from a header value; empty means 0.3; patch numbers are dropped."""
-    if raw is None or not raw.strip():
-        return DEFAULT_VERSION
-    match = _VERSION.match(raw)
-    if not match:
-        raise _unsupported(raw)
-    return f"{int(match.group(1))}.{int(match.group(2))}"
-
-
-def negotiate(raw: Optional[str]) -> Dialect:
-    """The dialect for an ``A2A-Version`` value, or VersionNotSupportedError (-32009)."""
-    version = normalise_version(raw)
-    dialect = _DIALECTS.get(_ALIASES.get(version, version))
-    if dialect is None:
-        raise _unsupported(raw or "")
-    return dialect
-
-
-def resolve(raw_version: Optional[str], method_name: str, *, lenient: bool = False
-            ) -> Tuple[Dialect, Method]:
-    """The dialect and method for a JSON-RPC call (see the negotiation table in the docs).
-
-    The version (header or query parameter; missing means 0.3) picks the
-    dialect first: an unserved version is -32009.  Then the method name: a
-    name that only another served version knows is -32009 too, naming the
-    version to send (with ``lenient``, a missing header and a name only 1.0
-    knows is served as 1.0); a name no version knows is -32601.
-    """
-    dialect = negotiate(raw_version)
-    method = dialect.methods.get(method_name)
-    if method is not None:
-        return dialect, method
-    owners = [d for d in _DIALECTS.values() if method_name in d.methods]
-    if owners:
-        owner = owners[0]
-        if lenient and not (raw_version or "").strip():
-            return owner, owner.methods[method_name]
-        raise VersionNotSupportedError(
-            f"Method {method_name!r} belongs to A2A {owner.version}, but the request speaks "
-            f"{dialect.version}; send the header A2A-Version: {owner.version}",
-            metadata={"method": method_name, "requestedVersion": dialect.version,
-                      "methodVersion": owner.version,
-                      "supportedVersions": ", ".join(supported_versions())},
-        )
-    raise MethodNotFoundError(
-        f"Method {method_name!r} not found in A2A {dialect.version}",
-        metadata={"method": method_name, "version": dialect.version},
-    )
-
-
-def _unsupported(raw: str) -> VersionNotSupportedError:
-    supported = ", ".join(supported_versions())
-    shown = raw.strip() or f"(none, which means {DEFAULT_VERSION})"
-    return VersionNotSupportedError(
-        f"A2A-Version {shown} is not supported; this server speaks {supported}. "
-        "Send the header A2A-Version: 1.0",
-        metadata={"requestedVersion": raw.strip(), "supportedVersions": supported},
-    )
-
-
-from . import v1, v03  # noqa: E402  (they register themselves)
-
-__all__ = ["Dialect", "Method", "PushRenderer", "negotiate", "normalise_version",
-           "push_renderer", "register", "register_push", "resolve", "supported_versions",
-           "v1", "v03"]
+__all__ = ["Dialect", "Method", "PushRenderer", "StreamRenderer", "negotiate",
+           "normalise_version", "push_renderer", "register", "register_push", "resolve",
+           "supported_versions", "v1", "v03", "v01"]

@@ -10,19 +10,16 @@ with ``authentication.schemes``; ``configuration.blocking`` instead of
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
-from .. import models as m
-from ..card import union_card
-from ..codec import decode, encode
-from ..errors import InvalidParamsError
-from ..rest import Route, json_body, op, query_params
-from ..service import AgentService, CallContext, StreamContext
+from ..protocol import models as m
+from ..protocol.cards import union_card
+from ..protocol.codec import decode, encode
+from ..protocol.calls import StreamContext
+from ..protocol.errors import InvalidParamsError
 from .v03 import _drop_none, push_config_in, push_inner_out
 
 VERSION = "0.3"
-V03_PREFIX = "/v1"
 
 _STATE_SPELLING = {"TASK_STATE_CANCELED": "TASK_STATE_CANCELLED"}
 
@@ -136,11 +133,25 @@ def push_list_out(response: m.ListTaskPushNotificationConfigsResponse) -> Dict[s
             "nextPageToken": response.next_page_token}
 
 
-# --------------------------------------------------------------- requests
+def tasks_out(response: m.ListTasksResponse) -> Dict[str, Any]:
+    return {"tasks": [task_out(t) for t in response.tasks],
+            "nextPageToken": response.next_page_token, "totalSize": response.total_size}
 
 
-def _send(_: Dict[str, str]) -> m.SendMessageRequest:
-    body = json_body()
+def card_out(card: m.AgentCard) -> Dict[str, Any]:
+    """``GET /v1/card``: the union card (1.0 members and the 0.3 ones clients read)."""
+    return union_card(encode(card))
+
+
+def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:
+    return lambda item: event_out(item, stream.final)
+
+
+# --------------------------------------------------------------- request bodies
+
+
+def send_request_in(body: Dict[str, Any]) -> m.SendMessageRequest:
+    """A 0.3 SendMessageRequest body as the 1.0 request."""
     v1: Dict[str, Any] = {"message": message_in(body.get("message", body.get("request"))),
                           "metadata": body.get("metadata")}
     config = body.get("configuration")
@@ -160,22 +171,9 @@ def _send(_: Dict[str, str]) -> m.SendMessageRequest:
     return decode(m.SendMessageRequest, _drop_none(v1))
 
 
-def _get_task(path: Dict[str, str]) -> m.GetTaskRequest:
-    return decode(m.GetTaskRequest, {**query_params(m.GetTaskRequest), "id": path["id"]})
-
-
-def _by_id(cls: type) -> Any:
-    return lambda path: cls(id=path["id"])
-
-
-def _cancel(path: Dict[str, str]) -> m.CancelTaskRequest:
-    json_body()  # the 0.3 CancelTaskRequest has only the name: a body must still be JSON
-    return m.CancelTaskRequest(id=path["id"])
-
-
-def _create_push(path: Dict[str, str]) -> m.TaskPushNotificationConfig:
-    body = json_body()
-    config = body.get("config", body)  # CreateTaskPushNotificationConfigRequest or the config
+def push_config_request_in(body: Dict[str, Any], task_id: str) -> m.TaskPushNotificationConfig:
+    """A CreateTaskPushNotificationConfigRequest body (or the bare config) as the 1.0 config."""
+    config = body.get("config", body)
     if isinstance(config, dict):
         inner = member(config, "pushNotificationConfig", "push_notification_config")
         if inner is not None:
@@ -183,67 +181,8 @@ def _create_push(path: Dict[str, str]) -> m.TaskPushNotificationConfig:
     if not isinstance(config, dict):
         raise InvalidParamsError("pushNotificationConfig must be an object",
                                  violations=[("pushNotificationConfig", "must be an object")])
-    shaped = push_config_in(config, path["task_id"], "pushNotificationConfig")
+    shaped = push_config_in(config, task_id, "pushNotificationConfig")
     config_id = member(body, "configId", "config_id")
     if "id" not in shaped and isinstance(config_id, str) and config_id:
         shaped["id"] = config_id
     return decode(m.TaskPushNotificationConfig, shaped)
-
-
-def _push_ref(path: Dict[str, str]) -> m.TaskPushConfigRequest:
-    return m.TaskPushConfigRequest(task_id=path["task_id"], id=path["config_id"])
-
-
-def _list_push(path: Dict[str, str]) -> m.ListTaskPushNotificationConfigsRequest:
-    return m.ListTaskPushNotificationConfigsRequest(task_id=path["task_id"])
-
-
-def _card(service: AgentService, request: Any, ctx: CallContext) -> m.AgentCard:
-    """0.3's GetAgentCard: the extended card for an authenticated caller where there is
-    one, else the public card."""
-    if (service.card.capabilities.extended_agent_card and service.extended_card is not None
-            and ctx.principal is not None):
-        return service.get_extended_card(ctx)
-    card = service.card
-    if not card.supported_interfaces and service.interfaces is not None:
-        card = dataclasses.replace(card, supported_interfaces=service.interfaces())
-    return card
-
-
-def _tasks_out(response: m.ListTasksResponse) -> Dict[str, Any]:
-    return {"tasks": [task_out(t) for t in response.tasks],
-            "nextPageToken": response.next_page_token, "totalSize": response.total_size}
-
-
-def _list_query(_: Dict[str, str]) -> m.ListTasksRequest:
-    return decode(m.ListTasksRequest, query_params(m.ListTasksRequest))
-
-
-def _route(rule: str, methods: tuple, build: Any, operation: Any, render: Any = None,
-           streaming: bool = False) -> Route:
-    return Route(rule, methods, build, operation, render or task_out, streaming,
-                 stream_renderer=_stream_renderer, version=VERSION)
-
-
-def _stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:
-    return lambda item: event_out(item, stream.final)
-
-
-ROUTES: List[Route] = [
-    _route("/message:send", ("POST",), _send, op("send_message"), send_result_out),
-    _route("/message:stream", ("POST",), _send, op("send_streaming_message"), streaming=True),
-    _route("/tasks", ("GET",), _list_query, op("list_tasks"), _tasks_out),
-    _route("/tasks/<a2aid:id>", ("GET",), _get_task, op("get_task")),
-    _route("/tasks/<a2aid:id>:cancel", ("POST",), _cancel, op("cancel_task")),
-    _route("/tasks/<a2aid:id>:subscribe", ("GET", "POST"), _by_id(m.SubscribeToTaskRequest),
-           op("subscribe_to_task"), streaming=True),
-    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("POST",), _create_push,
-           op("create_push_config"), push_config_out),
-    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("GET",), _list_push,
-           op("list_push_configs"), push_list_out),
-    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("GET",),
-           _push_ref, op("get_push_config"), push_config_out),
-    _route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("DELETE",),
-           _push_ref, op("delete_push_config"), lambda _: {}),
-    _route("/card", ("GET",), lambda _: None, _card, lambda card: union_card(encode(card))),
-]

@@ -8,17 +8,17 @@ as ``failed`` and ``input-required``.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .. import models as m
-from ..codec import decode, encode
-from ..errors import InvalidParamsError
-from ..service import AgentService, CallContext, StreamContext
-from . import Method, register_push
+from ..protocol import models as m
+from ..protocol.codec import decode, encode
+from ..protocol.errors import InvalidParamsError
+from ..protocol.calls import CallContext, StreamContext
 from . import v03
+from .registry import Method, Operations, operation, params_of, register_push
 from .v03 import _drop_none, _object, _params, message_in, push_config_in
-from .v1 import params_of
 
 VERSION = "0.1"
 
@@ -165,29 +165,38 @@ def parse_get_push(params: Any) -> m.TaskPushConfigRequest:
     return m.TaskPushConfigRequest(task_id=task_id, id=task_id)
 
 
-def _send(name: str) -> Callable[[AgentService, SendTaskParams, CallContext], Any]:
-    def call(service: AgentService, params: SendTaskParams, ctx: CallContext) -> Any:
+def _send(name: str) -> Callable[[Operations, SendTaskParams, CallContext], Any]:
+    def call(service: Operations, params: SendTaskParams, ctx: CallContext) -> Any:
         return getattr(service, name)(params.request, ctx, client_task_id=params.task_id)
 
     return call
-
-
-def _call(name: str) -> Callable[[AgentService, Any, CallContext], Any]:
-    return lambda service, request, ctx: getattr(service, name)(request, ctx)
 
 
 METHODS: Dict[str, Method] = {
     "tasks/send": Method(parse_send, _send("send_message"), task_out, dialect=VERSION),
     "tasks/sendSubscribe": Method(parse_send, _send("send_streaming_message"), streaming=True,
                                   stream_renderer=stream_renderer, dialect=VERSION),
-    "tasks/get": Method(params_of(m.GetTaskRequest), _call("get_task"), task_out),
-    "tasks/cancel": Method(params_of(m.CancelTaskRequest), _call("cancel_task"), task_out),
-    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), _call("subscribe_to_task"),
+    "tasks/get": Method(params_of(m.GetTaskRequest), operation("get_task"), task_out),
+    "tasks/cancel": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), task_out),
+    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), operation("subscribe_to_task"),
                                 streaming=True, stream_renderer=stream_renderer),
-    "tasks/pushNotification/set": Method(parse_set_push, _call("create_push_config"),
+    "tasks/pushNotification/set": Method(parse_set_push, operation("create_push_config"),
                                          push_config_out, dialect=VERSION),
-    "tasks/pushNotification/get": Method(parse_get_push, _call("get_push_config"),
+    "tasks/pushNotification/get": Method(parse_get_push, operation("get_push_config"),
                                          push_config_out, dialect=VERSION),
 }
 
 register_push(VERSION, push_renderer)
+
+
+def _join_the_03_endpoint() -> None:
+    """0.1 sends no version header, so its methods are served by the 0.3 dialect;
+    the names both share answer in the dialect the task was created in."""
+    methods = v03.DIALECT.methods
+    for name, method in METHODS.items():
+        shared = methods.get(name)
+        methods[name] = method if shared is None else dataclasses.replace(
+            shared, choose=v03.by_task_dialect(shared, method))
+
+
+_join_the_03_endpoint()

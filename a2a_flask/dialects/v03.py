@@ -2,21 +2,20 @@
 
 Requests are rewritten into the 1.0 JSON shape and decoded by the codec, so
 validation (and its field violations) is the same as for 1.0; results are
-encoded in 1.0 JSON and rewritten into 0.3 shapes.  The 0.1 methods live in
-the same table (their names exist only in 0.1), and the names 0.1 and 0.3
-share answer in the dialect the task was created in.
+encoded in 1.0 JSON and rewritten into 0.3 shapes.  :mod:`.v01` adds the 0.1
+methods to this dialect's table (their names exist only in 0.1), and the
+names 0.1 and 0.3 share answer in the dialect the task was created in.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Dict, List, Tuple
 
-from .. import models as m
-from ..codec import decode, encode
-from ..errors import InvalidParamsError, TaskNotFoundError
-from ..service import AgentService, CallContext, StreamContext
-from . import Dialect, Method, register, register_push
-from .v1 import params_of
+from ..protocol import models as m
+from ..protocol.cards import union_card
+from ..protocol.codec import decode, encode
+from ..protocol.errors import InvalidParamsError, TaskNotFoundError
+from ..protocol.calls import CallContext, StreamContext
+from .registry import Dialect, Method, Operations, operation, params_of, register, register_push
 
 VERSION = "0.3"
 
@@ -244,7 +243,7 @@ def parse_push_ref(params: Any) -> m.TaskPushConfigRequest:
     return m.TaskPushConfigRequest(task_id=task_id, id=config_id or "")
 
 
-def get_push(service: AgentService, request: m.TaskPushConfigRequest,
+def get_push(service: Operations, request: m.TaskPushConfigRequest,
              ctx: CallContext) -> m.TaskPushNotificationConfig:
     if request.id:
         return service.get_push_config(request, ctx)
@@ -256,47 +255,41 @@ def get_push(service: AgentService, request: m.TaskPushConfigRequest,
     return configs[0]
 
 
-def list_push(service: AgentService, request: m.TaskPushConfigRequest,
+def list_push(service: Operations, request: m.TaskPushConfigRequest,
               ctx: CallContext) -> List[m.TaskPushNotificationConfig]:
     return service.list_push_configs(
         m.ListTaskPushNotificationConfigsRequest(task_id=request.task_id), ctx).configs
 
 
-def delete_push(service: AgentService, request: m.TaskPushConfigRequest, ctx: CallContext) -> None:
+def delete_push(service: Operations, request: m.TaskPushConfigRequest, ctx: CallContext) -> None:
     if not request.id:
         raise InvalidParamsError("pushNotificationConfigId is required",
                                  violations=[("pushNotificationConfigId", "is required")])
     service.delete_push_config(request, ctx)
 
 
-def _call(name: str) -> Callable[[AgentService, Any, CallContext], Any]:
-    return lambda service, request, ctx: getattr(service, name)(request, ctx)
-
-
-def by_task_dialect(v03: Method, v01: Method) -> Callable[[AgentService, Any, CallContext], Method]:
+def by_task_dialect(v03: Method, v01: Method) -> Callable[[Operations, Any, CallContext], Method]:
     """For names 0.1 and 0.3 share: answer in the dialect the task was created in."""
 
-    def choose(service: AgentService, request: Any, ctx: CallContext) -> Method:
+    def choose(service: Operations, request: Any, ctx: CallContext) -> Method:
         return v01 if service.task_dialect(request.id, ctx) == "0.1" else v03
 
     return choose
 
 
 def card_out(card: m.AgentCard) -> Dict[str, Any]:
-    """The extended card in the 0.3 shape (the union card of :mod:`a2a_flask.card`)."""
-    from ..card import union_card
-
+    """The extended card in the 0.3 shape (the union card of :mod:`a2a_flask.protocol.cards`)."""
     return union_card(encode(card))
 
 
 METHODS: Dict[str, Method] = {
-    "message/send": Method(parse_send, _call("send_message"), send_result_out),
-    "message/stream": Method(parse_send, _call("send_streaming_message"), streaming=True),
-    "tasks/get": Method(params_of(m.GetTaskRequest), _call("get_task"), task_out),
-    "tasks/cancel": Method(params_of(m.CancelTaskRequest), _call("cancel_task"), task_out),
-    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), _call("subscribe_to_task"),
+    "message/send": Method(parse_send, operation("send_message"), send_result_out),
+    "message/stream": Method(parse_send, operation("send_streaming_message"), streaming=True),
+    "tasks/get": Method(params_of(m.GetTaskRequest), operation("get_task"), task_out),
+    "tasks/cancel": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), task_out),
+    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), operation("subscribe_to_task"),
                                 streaming=True),
-    "tasks/pushNotificationConfig/set": Method(parse_set_push, _call("create_push_config"),
+    "tasks/pushNotificationConfig/set": Method(parse_set_push, operation("create_push_config"),
                                                push_config_out),
     "tasks/pushNotificationConfig/get": Method(parse_push_ref, get_push, push_config_out),
     "tasks/pushNotificationConfig/list": Method(
@@ -308,22 +301,13 @@ METHODS: Dict[str, Method] = {
 }
 
 
-def _register() -> None:
-    from . import v01
-
-    methods = dict(METHODS)
-    methods.update(v01.METHODS)
-    for name in ("tasks/get", "tasks/cancel", "tasks/resubscribe"):
-        shared = METHODS[name]
-        methods[name] = dataclasses.replace(
-            shared, choose=by_task_dialect(shared, v01.METHODS[name]))
-    register(Dialect(VERSION, methods, stream_renderer), aliases=("0.2",))
-    # A 0.3 push is the whole task as it is after the event (the 0.3 spec's example).
-    register_push(VERSION, lambda stream: lambda item, task: task and task_out(task))
-
-
 def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:
     return lambda item: event_out(item, stream.final)
 
 
-_register()
+
+DIALECT = Dialect(VERSION, METHODS, stream_renderer)
+# The 0.1 methods join this table (see v01); 0.2 is served as 0.3.
+register(DIALECT, aliases=("0.2",))
+# A 0.3 push is the whole task as it is after the event (the 0.3 spec's example).
+register_push(VERSION, lambda stream: lambda item, task: task and task_out(task))

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 
 from .. import signals
 from ..concurrency import Worker
-from ..models import Message, Role, Task
-from ..runtime import apply_event
+from ..protocol.events import apply_event
+from ..protocol.models import Message, Role, Task
 from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
 from .guard import UnsafeWebhookError
 from .transport import WebhookDeliveryError, WebhookTransport

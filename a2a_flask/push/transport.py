@@ -23,6 +23,7 @@ from requests.cookies import RequestsCookieJar
 # urllib3 is requests' own transport (a hard dependency of requests).
 from urllib3.exceptions import NewConnectionError
 
+from ..version import __version__
 from .guard import Destination, WebhookPolicy
 
 #: The attribute on a PreparedRequest naming the vetted ``(address, hostname)``.
@@ -95,10 +96,7 @@ class _PinnedAdapter(HTTPAdapter):
 
 
 def _default_user_agent() -> str:
-    # Looked up late: the package may still be importing when this module loads.
-    import a2a_flask
-
-    return f"a2a-flask/{getattr(a2a_flask, '__version__', '0')}"
+    return f"a2a-flask/{__version__}"
 
 
 def _host_header(destination: Destination) -> str:

@@ -16,23 +16,16 @@ import binascii
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional, Tuple, Union
+from typing import Iterable, List, Optional, Tuple
 
-from ..errors import InvalidParamsError
-from ..models import (
-    Message,
+from ..protocol.errors import InvalidParamsError
+from ..protocol.events import Event
+from ..protocol.models import (
     Task,
-    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
-    TaskStatusUpdateEvent,
     utc_now,
 )
-
-#: What a task's event log holds.  A user ``Message`` records a turn appended to
-#: the history; streams do not show it.
-Event = Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
-
 
 class SequenceConflict(Exception):
     """Someone else appended to the task first; reload and try again."""

@@ -11,7 +11,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from ..concurrency import Notifier
-from ..models import Task
+from ..protocol.models import Task
 from .base import (
     Event,
     LogEntry,

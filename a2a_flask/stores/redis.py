@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional
 from urllib.parse import parse_qs, urlsplit
 
 from ..concurrency import Notifier, Worker
-from ..models import TERMINAL_STATES, Task
+from ..protocol.models import TERMINAL_STATES, Task
 from .base import (
     Event,
     LogEntry,

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Type
 
-from ..codec import decode, encode
-from ..models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
+from ..protocol.codec import decode, encode
+from ..protocol.models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from .base import Event, PushTarget
 
 _KINDS: Dict[type, str] = {

@@ -20,7 +20,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional
 
 from ..concurrency import Notifier
-from ..models import Task
+from ..protocol.models import Task
 from .base import (
     Event,
     LogEntry,

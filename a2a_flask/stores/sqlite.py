@@ -16,7 +16,7 @@ import time
 from typing import Any, Iterator, List, Optional
 
 from ..concurrency import Notifier
-from ..models import TERMINAL_STATES, Task
+from ..protocol.models import TERMINAL_STATES, Task
 from .base import (
     Event,
     LogEntry,

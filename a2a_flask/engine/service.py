@@ -11,11 +11,11 @@ import dataclasses
 import fnmatch
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Union
 
-from .auth import Authentication, Principal
-from .errors import (
+from ..protocol.calls import CallContext, StreamContext, StreamItem
+from ..protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
@@ -25,11 +25,12 @@ from .errors import (
     UnauthenticatedError,
     UnsupportedOperationError,
 )
-from .models import (
+from ..protocol.models import (
     AgentCard,
     AgentInterface,
     CancelTaskRequest,
     Empty,
+    GetExtendedAgentCardRequest,
     GetTaskRequest,
     ListTaskPushNotificationConfigsRequest,
     ListTaskPushNotificationConfigsResponse,
@@ -46,47 +47,17 @@ from .models import (
     new_id,
     parse_timestamp,
 )
-from .push.guard import UnsafeWebhookError, WebhookPolicy
+from ..push.guard import UnsafeWebhookError, WebhookPolicy
 from .runtime import Run, Runtime
-from .stores.base import Event, PushTarget, TaskQuery, TaskRecord
+from ..stores.base import PushTarget, TaskQuery, TaskRecord
 
 if TYPE_CHECKING:
-    from .push.delivery import PushDispatcher
+    from ..push.delivery import PushDispatcher
 
-#: One item of a stream: ``(sequence number, event)``, or ``None`` for a pause
-#: (nothing more right now: send what you have, or a keep-alive if that is nothing).
-StreamItem = Optional[Tuple[int, Event]]
 ExtendedCard = Union[AgentCard, Callable[["CallContext"], AgentCard]]
 
 MAX_PAGE_SIZE = 100
 DEFAULT_PAGE_SIZE = 50
-
-
-@dataclass
-class StreamContext:
-    """What a dialect's stream renderer may ask about the stream it renders."""
-
-    #: Whether an event is the last one of its stream (0.x ``final``).
-    final: Callable[[Event], bool]
-    #: The artifact ids of a task in order (0.1 numbers artifacts by position).
-    artifact_ids: Callable[[str], List[str]]
-
-
-@dataclass
-class CallContext:
-    """Who is calling and how: filled by the binding from the HTTP request."""
-
-    tenant: str = ""
-    owner: str = ""
-    dialect: str = "1.0"
-    extensions: List[str] = field(default_factory=list)
-    last_event_id: Optional[int] = None
-    #: The authenticated caller (None: anonymous); ``owner`` is its id.
-    principal: Optional[Principal] = None
-
-    def __post_init__(self) -> None:
-        if self.principal is not None:
-            self.owner = self.principal.id
 
 
 def view(task: Task, history_length: Optional[int] = None, include_artifacts: bool = True) -> Task:
@@ -203,8 +174,8 @@ class AgentService:
         #: Webhook delivery and the SSRF guard, when the card declares push notifications.
         self.push: Optional["PushDispatcher"] = None
         self.webhook_policy: Optional[WebhookPolicy] = None
-        #: Who may call (see :mod:`a2a_flask.auth`); nobody is asked by default.
-        self.auth = Authentication()
+        #: The ``WWW-Authenticate`` challenge for callers who must authenticate.
+        self.auth_challenge = ""
         self.limits = Limits()
         self._stream_slots = StreamSlots()
 
@@ -532,9 +503,20 @@ class AgentService:
         if ctx.principal is None:
             raise UnauthenticatedError("The extended agent card is only for authenticated "
                                        "callers; see securitySchemes in the public card",
-                                       challenge=self.auth.challenge)
+                                       challenge=self.auth_challenge)
         card = self.extended_card(ctx) if callable(self.extended_card) else self.extended_card
         if not card.supported_interfaces and self.interfaces is not None:
             # Clients replace the public card with this one: it must say where to call.
+            card = dataclasses.replace(card, supported_interfaces=self.interfaces())
+        return card
+
+    def card_for(self, request: GetExtendedAgentCardRequest, ctx: CallContext) -> AgentCard:
+        """The card this caller should use (0.3 ``GetAgentCard``): the extended card for
+        an authenticated caller where there is one, else the public card."""
+        if (self.card.capabilities.extended_agent_card and self.extended_card is not None
+                and ctx.principal is not None):
+            return self.get_extended_card(ctx)
+        card = self.card
+        if not card.supported_interfaces and self.interfaces is not None:
             card = dataclasses.replace(card, supported_interfaces=self.interfaces())
         return card

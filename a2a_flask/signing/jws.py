@@ -1,7 +1,7 @@
 """JWS (RFC 7515) with ES256 or RS256, written on top of ``cryptography``.
 
-Shared by signed push notifications (:mod:`a2a_flask.push.signing`) and
-signed agent cards (:mod:`a2a_flask.card_signing`).  ``cryptography`` is an
+Shared by signed push notifications (:mod:`a2a_flask.signing.pushes`) and
+signed agent cards (:mod:`a2a_flask.signing.cards`).  ``cryptography`` is an
 optional dependency (``pip install 'a2a-flask[signing]'``), imported on first
 use.  Only ES256 and RS256 are produced or accepted; ``none`` and the HMAC
 algorithms are refused, so a public key can never be misused as an HMAC secret.

@@ -37,9 +37,9 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from .concurrency import Worker, cooperate
-from .errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
-from .models import (
+from ..concurrency import Worker, cooperate
+from ..protocol.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from ..protocol.models import (
     Artifact,
     Message,
     Part,
@@ -53,7 +53,8 @@ from .models import (
     new_id,
     utc_now,
 )
-from .stores.base import Event, LogEntry, SequenceConflict, TaskRecord, TaskStore
+from ..protocol.events import Event, apply_event
+from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore
 
 log = logging.getLogger("a2a_flask")
 
@@ -71,40 +72,6 @@ class TaskClosedError(RuntimeError):
 
 
 # ------------------------------------------------------------ state machine
-
-
-def apply_event(task: Task, event: Event) -> Task:
-    """The snapshot that results from ``event``; ``task`` itself is left untouched."""
-    if isinstance(event, Task):
-        return event
-    if isinstance(event, Message):
-        # The agent's last word (say, its question) comes before the user's answer.
-        return dataclasses.replace(task, history=_with_status_message(task) + [event],
-                                   status=dataclasses.replace(task.status, message=None))
-    if isinstance(event, TaskStatusUpdateEvent):
-        # The previous status message becomes part of the conversation.
-        return dataclasses.replace(task, status=event.status, history=_with_status_message(task))
-    if isinstance(event, TaskArtifactUpdateEvent):
-        return dataclasses.replace(task, artifacts=_merge_artifact(task.artifacts, event))
-    raise TypeError(f"not a task event: {event!r}")
-
-
-def _with_status_message(task: Task) -> List[Message]:
-    message = task.status.message
-    return task.history if message is None else task.history + [message]
-
-
-def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -> List[Artifact]:
-    incoming = event.artifact
-    for index, existing in enumerate(artifacts):
-        if existing.artifact_id == incoming.artifact_id:
-            merged = (
-                dataclasses.replace(existing, parts=existing.parts + incoming.parts)
-                if event.append
-                else incoming
-            )
-            return artifacts[:index] + [merged] + artifacts[index + 1:]
-    return artifacts + [incoming]
 
 
 def check_transition(current: TaskState, new: Optional[TaskState]) -> None:

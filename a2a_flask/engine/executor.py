@@ -9,7 +9,7 @@ Flask application context, once per incoming user message.  What it may do:
 * call ``ctx.reply(text)`` first thing to answer with a single Message and
   create no task at all;
 * **return** a string (it becomes a text artifact and the task completes), a
-  :class:`~a2a_flask.models.Message` (a reply), a Part or list of Parts (an
+  :class:`~a2a_flask.protocol.models.Message` (a reply), a Part or list of Parts (an
   artifact), any other JSON value (a data artifact), or ``None``;
 * be a **generator**: each yielded string is streamed as a chunk of one text
   artifact, each yielded Part or Artifact is emitted as it comes.
@@ -18,7 +18,7 @@ When the executor returns and the task is neither terminal nor waiting for
 input, the task is completed.  If it **raises**, the task FAILS with a status
 message naming the exception type (the traceback goes to the log, never to the
 client).  When the task is **canceled**, ``ctx.cancelled`` becomes true and
-the next ``ctx`` call raises :class:`~a2a_flask.runtime.TaskCancelled`; an
+the next ``ctx`` call raises :class:`~a2a_flask.engine.runtime.TaskCancelled`; an
 executor that keeps running past the grace period (``A2A_CANCEL_GRACE``) is
 killed under gevent.  After ``ctx.ask()`` return: the next message on the task
 calls the executor again, with the whole conversation in ``ctx.history``.
@@ -29,7 +29,7 @@ import inspect
 import logging
 from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
-from .models import Artifact, Message, Part, Role, Task, TaskState, new_id
+from ..protocol.models import Artifact, Message, Part, Role, Task, TaskState, new_id
 from .runtime import Run, TaskCancelled, TaskClosedError, agent_message
 
 log = logging.getLogger("a2a_flask")

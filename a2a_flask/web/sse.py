@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional
 
 from flask import Response
 
-from .errors import A2AError, InternalError
-from .service import StreamItem
+from ..protocol.errors import A2AError, InternalError
+from ..protocol.calls import StreamItem
 
 log = logging.getLogger("a2a_flask")
 

@@ -14,17 +14,11 @@ import os
 import sys
 from typing import Any, Callable, Dict, Iterable, Optional, Sequence, TextIO, Tuple
 
-from . import codec
-from . import models as m
-from .client import (
-    A2AClient,
-    A2AClientError,
-    A2AConnectionError,
-    A2ATimeoutError,
-    parse_state,
-)
-from .client.card import binding_name, generation
-from .client.stream import EventStream
+from ..protocol import codec
+from ..protocol import models as m
+from . import A2AClient, A2AClientError, A2AConnectionError, A2ATimeoutError, parse_state
+from .card import binding_name, generation
+from .stream import EventStream
 
 EXIT_OK = 0
 EXIT_A2A_ERROR = 1

@@ -8,14 +8,14 @@ from typing import Any, List, Optional, Tuple
 from flask import request
 from werkzeug.exceptions import ClientDisconnected
 
-from .errors import (
+from ..protocol.errors import (
     ExtensionSupportRequiredError,
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
     PayloadTooLargeError,
 )
-from .models import AgentCard
+from ..protocol.models import AgentCard
 
 JSON_TYPES = ("application/json", "application/a2a+json")
 EXTENSIONS_HEADERS = ("A2A-Extensions", "X-A2A-Extensions")

@@ -119,7 +119,7 @@ class CardRenderer:
     def __init__(self, card: AgentCard, endpoints: List[Endpoint], signer: Any = None) -> None:
         self.card = card
         self.endpoints = endpoints
-        #: Signs each rendered card (:class:`~a2a_flask.card_signing.CardSigner`), or None.
+        #: Signs each rendered card (:class:`~a2a_flask.signing.cards.CardSigner`), or None.
         self.signer = signer
         self._cache: Dict[str, RenderedCard] = {}
 

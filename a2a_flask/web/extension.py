@@ -16,20 +16,21 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from . import dialects, jsonrpc, rest
+from .. import dialects
+from . import jsonrpc, rest, routes
 from .auth import Authentication, Authenticator
-from .card import CardRenderer, Endpoint, check_card, with_default_capabilities, with_security
-from .config import Settings
-from .executor import Executor, invoke
-from .models import AgentCard
-from .push.delivery import PushDispatcher, RetryPolicy
-from .push.guard import WebhookPolicy
-from .push.transport import WebhookTransport
-from .runtime import Run, Runtime
+from ..protocol.cards import CardRenderer, Endpoint, check_card, with_default_capabilities, with_security
+from ..config import Settings
+from ..engine.executor import Executor, invoke
+from ..protocol.models import AgentCard
+from ..push.delivery import PushDispatcher, RetryPolicy
+from ..push.guard import WebhookPolicy
+from ..push.transport import WebhookTransport
+from ..engine.runtime import Run, Runtime
 from .deploy import gunicorn_workers
 from .headers import BODY_LIMIT_KEY
-from .service import AgentService, ExtendedCard, Limits
-from .stores import MemoryStore, TaskStore, open_store
+from ..engine.service import AgentService, ExtendedCard, Limits
+from ..stores import MemoryStore, TaskStore, open_store
 
 log = logging.getLogger("a2a_flask")
 
@@ -47,8 +48,10 @@ class AgentState:
     """What ``init_app`` built for one agent in one app."""
 
     def __init__(self, name: str, settings: Settings, service: AgentService,
-                 renderer: CardRenderer) -> None:
+                 renderer: CardRenderer, auth: Authentication) -> None:
         self.name = name
+        #: Who is calling: asked by both bindings before they read a request's body.
+        self.auth = auth
         self.settings = settings
         self.service = service
         self.renderer = renderer
@@ -91,7 +94,7 @@ class A2A:
     """Turns an executor function into an A2A agent inside a Flask app.
 
     :param app: a Flask app to set up at once (or call :meth:`init_app` later).
-    :param card: the public :class:`~a2a_flask.models.AgentCard`; leave its
+    :param card: the public :class:`~a2a_flask.protocol.models.AgentCard`; leave its
         ``supported_interfaces`` empty to have them built from the real endpoints.
     :param executor: the agent function (or set it with the :meth:`executor` decorator).
     :param store: a :class:`~a2a_flask.stores.TaskStore` or a store URL; wins over ``A2A_STORE``.
@@ -99,7 +102,7 @@ class A2A:
     :param name: the key in ``app.extensions["a2a"]``; give each agent of one app its own.
     :param extended_card: the extended card (served to authenticated callers only), or a
         function of the call context returning one (``ctx.principal`` is the caller).
-    :param auth: who may call: an authenticator (see :mod:`a2a_flask.auth`, e.g.
+    :param auth: who may call: an authenticator (see :mod:`a2a_flask.web.auth`, e.g.
         ``BearerAuth(verify)``) or a list of them, tried in order; or use the
         :meth:`authenticate` decorator.  Without one, everybody may call.
     """
@@ -132,7 +135,7 @@ class A2A:
     def authenticate(self, fn: Authenticator) -> Authenticator:
         """Decorator: ``fn()`` names the caller of the current request.
 
-        It returns a :class:`~a2a_flask.auth.Principal`, an id string, or None
+        It returns a :class:`~a2a_flask.Principal`, an id string, or None
         (no credentials); it raises ``UnauthenticatedError`` for bad ones and
         ``PermissionDeniedError`` for a caller who may not use this agent.
         Register it before ``init_app``.  Declare its scheme on the card
@@ -177,18 +180,18 @@ class A2A:
                           max_history=settings.max_history)
         service = AgentService(card, runtime, blocking_timeout=settings.blocking_timeout,
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
-        service.auth = auth
+        service.auth_challenge = auth.challenge
         service.limits = Limits(settings.max_parts, settings.max_file_size,
                                 settings.max_streams_per_caller)
         renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings))
-        state = AgentState(self.name, settings, service, renderer)
+        state = AgentState(self.name, settings, service, renderer, auth)
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         service.lenient_version = bool(settings.lenient_version)
         if card.capabilities.push_notifications:
             self._set_up_push(service, settings)
         registry[self.name] = state
-        app.url_map.converters.setdefault("a2aid", rest.IdConverter)
-        app.url_map.converters.setdefault("a2apath", rest.AnyPathConverter)
+        app.url_map.converters.setdefault("a2aid", routes.IdConverter)
+        app.url_map.converters.setdefault("a2apath", routes.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
@@ -202,7 +205,7 @@ class A2A:
     def _card_signer(self, settings: Settings) -> Any:
         if settings.card_signing_key is None:
             return None
-        from .card_signing import CardSigner
+        from ..signing.cards import CardSigner
 
         return CardSigner(settings.card_signing_key, jwks_url=self._jwks_url(settings))
 
@@ -215,7 +218,7 @@ class A2A:
             policy, timeout=(min(5.0, settings.push_timeout), settings.push_timeout))
         signer = None
         if settings.push_signing_key is not None:
-            from .push.signing import PushSigner
+            from ..signing.pushes import PushSigner
 
             signer = PushSigner(settings.push_signing_key, jwks_url=self._jwks_url(settings))
         service.webhook_policy = policy
@@ -245,14 +248,14 @@ class A2A:
             request.environ[BODY_LIMIT_KEY] = body_limit
 
         def rpc() -> Response:
-            return jsonrpc.handle(state.service)
+            return jsonrpc.handle(state.service, state.auth)
 
         bp.add_url_rule("/", "jsonrpc", rpc, methods=["POST"], strict_slashes=False)
-        rest.register_routes(bp, state.service)
+        rest.register_routes(bp, state.service, state.auth)
         if state.settings.url_prefix:
             # Everything under the prefix answers in JSON, even a path or verb no route
             # has (at the host root the app's own routes and error pages stay in charge).
-            rest.add_unknown_routes(bp, "", served=("POST",))
+            routes.add_unknown_routes(bp, "", served=("POST",))
             for path in WELL_KNOWN_PATHS:
                 bp.add_url_rule(path, _card_endpoint(path), state.card_response, methods=["GET"])
         signers = [state.renderer.signer,

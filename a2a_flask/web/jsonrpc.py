@@ -27,8 +27,8 @@ from typing import Any, Dict, Optional
 
 from flask import Response, request
 
-from . import dialects
-from .errors import (
+from .. import dialects
+from ..protocol.errors import (
     A2AError,
     ContentTypeNotSupportedError,
     InternalError,
@@ -44,7 +44,9 @@ from .headers import (
     refuse_lone_surrogates,
     requested_version,
 )
-from .service import AgentService, CallContext
+from ..engine.service import AgentService
+from ..protocol.calls import CallContext
+from .auth import Authentication
 from .sse import dumps, event_stream, parse_last_event_id
 
 log = logging.getLogger("a2a_flask")
@@ -114,12 +116,12 @@ def _json(body: Dict[str, Any], headers: Optional[Dict[str, str]] = None,
     return Response(dumps(body), status=status, mimetype="application/json", headers=headers)
 
 
-def handle(service: AgentService) -> Response:
+def handle(service: AgentService, auth: Authentication) -> Response:
     """The Flask view body of the JSON-RPC endpoint for one agent."""
     request_id: Any = None
     headers: Dict[str, str] = {}
     try:
-        principal = service.auth.identify()
+        principal = auth.identify()
         call = _read_call()
         request_id = call.request_id
         dialect, method = dialects.resolve(requested_version(), call.method,

@@ -1,0 +1,58 @@
+"""Who calls and what a stream may ask: the context every operation receives.
+
+Bindings fill a :class:`CallContext` from the HTTP request; the engine decides
+with it (tenant, owner) and dialects render with a :class:`StreamContext`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, List, Mapping, Optional, Tuple
+
+from .events import Event
+
+#: One item of a stream: ``(sequence number, event)``, or ``None`` for a pause
+#: (nothing more right now: send what you have, or a keep-alive if that is nothing).
+StreamItem = Optional[Tuple[int, Event]]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """An authenticated caller.
+
+    :param id: stable and unique: it owns tasks (store it, do not put secrets in it).
+    :param claims: whatever else the app knows (scopes, roles, a user object's fields).
+    """
+
+    id: str
+    claims: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ValueError("a Principal needs a non-empty string id")
+
+
+@dataclass
+class StreamContext:
+    """What a dialect's stream renderer may ask about the stream it renders."""
+
+    #: Whether an event is the last one of its stream (0.x ``final``).
+    final: Callable[[Event], bool]
+    #: The artifact ids of a task in order (0.1 numbers artifacts by position).
+    artifact_ids: Callable[[str], List[str]]
+
+
+@dataclass
+class CallContext:
+    """Who is calling and how: filled by the binding from the HTTP request."""
+
+    tenant: str = ""
+    owner: str = ""
+    dialect: str = "1.0"
+    extensions: List[str] = field(default_factory=list)
+    last_event_id: Optional[int] = None
+    #: The authenticated caller (None: anonymous); ``owner`` is its id.
+    principal: Optional[Principal] = None
+
+    def __post_init__(self) -> None:
+        if self.principal is not None:
+            self.owner = self.principal.id

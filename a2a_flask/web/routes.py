@@ -1,0 +1,134 @@
+"""What both REST flavours share: the route table's shape, request bodies and
+query strings, the JSON error body, and JSON answers for paths no route has."""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Callable, Dict, Optional
+
+from flask import Blueprint, Response, current_app, request
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import BaseConverter
+
+from ..dialects.registry import Operation, StreamRenderer
+from ..dialects.v1 import render_event
+from ..protocol.codec import encode, field_specs
+from ..protocol.errors import (
+    A2AError,
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    MethodNotFoundError,
+)
+from .headers import is_json_mimetype, parse_json, read_body, refuse_lone_surrogates
+from .sse import dumps
+
+class IdConverter(BaseConverter):
+    """A path segment without ``:`` so ``/tasks/<id>:cancel`` routes correctly."""
+
+    regex = r"[^/:]+"
+
+
+class AnyPathConverter(BaseConverter):
+    """The rest of a path, newlines included (``path`` stops at them), so that no
+    path under the agent's prefix escapes its JSON errors."""
+
+    regex = r"[\s\S]*"
+    weight = 300  # the last resort: every real route wins over it
+    part_isolating = False  # it spans slashes
+
+
+def error_response(exc: A2AError, headers: Optional[Dict[str, str]] = None) -> Response:
+    return Response(dumps(error_body(exc)), status=exc.http_status, mimetype="application/json",
+                    headers={**(headers or {}), **exc.headers})
+
+
+def error_body(exc: A2AError) -> Dict[str, Any]:
+    """The google.rpc.Status-style body of an error, for a response or a stream event."""
+    return {"error": {"code": exc.http_status, "status": exc.grpc_status,
+                      "message": exc.message, "details": exc.details()}}
+
+
+def json_body() -> Dict[str, Any]:
+    """The request body as a JSON object ({} when empty); -32005/-32700/-32602 otherwise."""
+    raw = read_body()
+    if not raw.strip():
+        return {}
+    if not is_json_mimetype(request.mimetype):
+        raise ContentTypeNotSupportedError(
+            f"Content-Type must be application/json, not {request.mimetype or 'missing'}")
+    body = parse_json(raw)
+    if not isinstance(body, dict):
+        raise InvalidParamsError("The body must be a JSON object",
+                                 violations=[("body", "must be an object")])
+    refuse_lone_surrogates(body, raw)
+    return body
+
+
+def query_params(cls: type) -> Dict[str, Any]:
+    """Query parameters for a request model: booleans from ``true``/``false``."""
+    values: Dict[str, Any] = {}
+    for spec in field_specs(cls):
+        raw = request.args.get(spec.wire, request.args.get(spec.attr))
+        if raw is None:
+            continue
+        if typing.Optional[bool] == spec.type or spec.type is bool:
+            values[spec.wire] = {"true": True, "false": False}.get(raw.lower(), raw)
+        else:
+            values[spec.wire] = raw
+    return values
+
+
+# Each route: how to build the request model from the path, query and body.
+Builder = Callable[[Dict[str, str]], Any]
+
+
+@dataclasses.dataclass
+class Route:
+    """One REST route: how to build the request, which operation, how to answer."""
+
+    rule: str
+    methods: tuple
+    build: Builder
+    operation: Operation
+    render: Callable[[Any], Any] = encode
+    streaming: bool = False
+    stream_renderer: StreamRenderer = lambda stream: render_event
+    version: str = "1.0"
+
+
+def unknown_route(**_: str) -> Response:
+    """404 for paths no route has; 405 (with ``Allow``) for a known path and wrong verb."""
+    adapter = current_app.url_map.bind_to_environ(request.environ)
+    allowed = []
+    for method in ("GET", "POST", "DELETE"):
+        try:
+            endpoint, _args = adapter.match(method=method)
+        except HTTPException:
+            continue
+        if not endpoint.endswith("_unknown"):
+            allowed.append(method)
+    if allowed:
+        exc: A2AError = MethodNotFoundError(
+            f"{request.method} is not allowed on {request.path}; use {', '.join(allowed)}",
+            metadata={"path": request.path, "method": request.method})
+        exc.http_status, exc.grpc_status = 405, "UNIMPLEMENTED"
+        response = error_response(exc)
+        response.headers["Allow"] = ", ".join(allowed)
+        return response
+    return error_response(MethodNotFoundError(
+        f"No A2A route {request.method} {request.path}",
+        metadata={"path": request.path, "method": request.method}))
+
+
+#: Every verb a client may send; the unknown-route handler answers each in JSON.
+ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT"]
+
+
+def add_unknown_routes(bp: Blueprint, base: str, served: tuple = ()) -> None:
+    """JSON 404/405 answers for everything under ``base`` that no route serves
+    (``served``: the verbs a route at ``base`` itself has)."""
+    bp.add_url_rule(base, f"{base.strip('/') or 'root'}_unknown", unknown_route,
+                    methods=[m for m in ANY_METHOD if m not in served], merge_slashes=False,
+                    strict_slashes=False)
+    bp.add_url_rule(base + "/<a2apath:rest>", f"{base.strip('/') or 'root'}_any_unknown",
+                    unknown_route, methods=ANY_METHOD, merge_slashes=False)
