@@ -15,7 +15,8 @@ from typing import Any, Dict, Iterator, List, Optional
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = Path(os.environ.get("A2A_SPEC_DIR", ROOT.parent / "shared" / "spec"))
+#: The official JSON schemas, copied into the repository (see tests/schemas/README.rst).
+SPEC = ROOT / "tests" / "schemas"
 
 V1 = {"A2A-Version": "1.0"}
 

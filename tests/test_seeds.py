@@ -1,4 +1,4 @@
-"""Every example of the user's seed documents (/work/shared/seeds) against the conformance agent.
+"""Every example of the user's seed documents (tests/seeds) against the conformance agent.
 
 Each seed example is one test.  A request a client would send goes to the
 conformance agent as its generation sends it (no ``A2A-Version`` for 0.1 and
@@ -25,7 +25,6 @@ import base64
 import copy
 import dataclasses
 import json
-import os
 import re
 import uuid
 from dataclasses import dataclass
@@ -37,12 +36,12 @@ from flask import Flask
 
 from a2a_flask import A2A
 
-from .helpers import SPEC, card_v1_view, parse_sse, rpc_body, validate
+from .helpers import card_v1_view, parse_sse, rpc_body, validate
 from .test_dialects import error as failed
 from .test_dialects import result as ok
 from .test_dialects import v01
 
-SEEDS = Path(os.environ.get("A2A_SEEDS_DIR", SPEC.parent / "seeds"))
+SEEDS = Path(__file__).resolve().parent / "seeds"
 V1 = {"A2A-Version": "1.0"}
 
 
