@@ -5,6 +5,8 @@ function becomes an A2A agent that any A2A client can discover, message,
 stream from, poll and cancel.  Everything an agent author needs is importable
 from here; the subpackages are the layers (see "How it is built" in the README).
 """
+from typing import TYPE_CHECKING, Any
+
 from .protocol.errors import (
     A2AError,
     ContentTypeNotSupportedError,
@@ -17,6 +19,7 @@ from .protocol.errors import (
     JSONParseError,
     MethodNotFoundError,
     PushNotificationNotSupportedError,
+    StoreUnavailable,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -45,9 +48,21 @@ from .protocol.models import (
 )
 from .engine.runtime import TaskCancelled
 from .web.auth import APIKeyAuth, BearerAuth, Principal
-from .stores import MemoryStore, ShelveStore, TaskStore, open_store
+from .stores import MemoryStore, TaskStore, open_store
 
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .stores.shelve import ShelveStore
+
+
+def __getattr__(name: str) -> Any:
+    """``ShelveStore``, imported when first named (cold start)."""
+    if name == "ShelveStore":
+        from .stores.shelve import ShelveStore
+
+        return ShelveStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "A2A",
@@ -88,6 +103,7 @@ __all__ = [
     "JSONParseError",
     "MethodNotFoundError",
     "PushNotificationNotSupportedError",
+    "StoreUnavailable",
     "TaskNotCancelableError",
     "TaskNotFoundError",
     "UnsupportedOperationError",

@@ -8,9 +8,10 @@ thread.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import Any, Callable, Dict, Hashable, Optional
+from typing import Any, Callable, Dict, Hashable, Iterator, Optional
 
 
 def gevent_active() -> bool:
@@ -28,6 +29,37 @@ def cooperate() -> None:
         import gevent
 
         gevent.sleep(0)
+
+
+def let_io_run() -> None:
+    """Pause long enough for the event loop to poll sockets (a no-op under threads).
+
+    ``sleep(0)`` only runs greenlets that are ready already; one that waits for
+    a socket (a new request, a client's next bytes) gets its turn only once the
+    loop polls, which a short timer guarantees.
+    """
+    if gevent_active():
+        import gevent
+
+        gevent.sleep(0.0005)
+
+
+class TimeLimitExceeded(Exception):
+    """A block under :func:`time_limit` ran out of time."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise :class:`TimeLimitExceeded` in the block once ``seconds`` pass (at its
+    next cooperative wait), under gevent; elsewhere the server's own socket
+    timeouts bound reads, and this does nothing."""
+    if not gevent_active():
+        yield
+        return
+    import gevent
+
+    with gevent.Timeout(seconds, TimeLimitExceeded):
+        yield
 
 
 class Worker:
@@ -62,25 +94,71 @@ class Worker:
         return self._thread is not None and self._thread.is_alive()
 
 
-class Notifier:
-    """Wake-ups keyed by task id, without a lost-wakeup window.
+class _Slot:
+    """The wake-up of one key, shared by everyone waiting on it right now."""
 
-    A reader takes :meth:`ticket` *before* it looks at the store, then waits on
-    it; a writer calls :meth:`notify` after it wrote.  Notify fires and forgets
-    the current event, so every ticket taken earlier fires exactly once and a
-    later reader gets a fresh one; with nobody waiting, notify costs a dict lookup.
+    __slots__ = ("event", "waiters")
+
+    def __init__(self) -> None:
+        # Looked up at call time: under gevent the patched module gives gevent's Event.
+        self.event = threading.Event()
+        self.waiters = 0
+
+
+class Ticket:
+    """A place in the queue of one key's waiters: wait on it, then leave (``with``)."""
+
+    __slots__ = ("_notifier", "_key", "_slot")
+
+    def __init__(self, notifier: "Notifier", key: Hashable, slot: _Slot) -> None:
+        self._notifier, self._key, self._slot = notifier, key, slot
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a :meth:`Notifier.notify` after this ticket, or ``timeout``."""
+        return self._slot.event.wait(timeout)
+
+    def __enter__(self) -> "Ticket":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._notifier._leave(self._key, self._slot)
+
+
+class Notifier:
+    """Wake-ups keyed by task id, without a lost-wakeup window and without a leak.
+
+    A reader takes a :meth:`ticket` *before* it looks at the store, then waits
+    on it; a writer calls :meth:`notify` after it wrote.  Notify fires and
+    forgets the key's current slot, so every ticket taken earlier fires exactly
+    once and a later reader gets a fresh one.  Tickets are counted and leave
+    their slot when their ``with`` block ends: a key has state here only while
+    somebody waits on it, however the wait ends (notified, timed out, raised).
+    With nobody waiting, notify costs a dict lookup.
     """
 
     def __init__(self) -> None:
-        self._events: Dict[Hashable, threading.Event] = {}
+        self._slots: Dict[Hashable, _Slot] = {}
         self._lock = threading.Lock()
 
-    def ticket(self, key: Hashable) -> threading.Event:
-        event = self._events.get(key)
-        if event is None:
-            with self._lock:
-                event = self._events.setdefault(key, threading.Event())
-        return event
+    def ticket(self, key: Hashable) -> Ticket:
+        """A ticket for the next notify of ``key``; use it as a context manager."""
+        with self._lock:
+            slot = self._slots.get(key)
+            if slot is None:
+                slot = self._slots[key] = _Slot()
+            slot.waiters += 1
+        return Ticket(self, key, slot)
+
+    def _leave(self, key: Hashable, slot: _Slot) -> None:
+        with self._lock:
+            slot.waiters -= 1
+            # A notified slot is no longer in the map (a newer one may be): leave that alone.
+            if slot.waiters == 0 and self._slots.get(key) is slot:
+                del self._slots[key]
+
+    def waiting(self) -> int:
+        """How many keys have a waiter now (what this notifier holds)."""
+        return len(self._slots)
 
     def wait_polling(self, key: Hashable, passed: Callable[[], bool], version: Callable[[], Any],
                      timeout: float, interval: float) -> None:
@@ -92,22 +170,25 @@ class Notifier:
         """
         deadline = time.monotonic() + timeout
         while True:
-            ticket = self.ticket(key)
-            seen = version()
-            if passed():
-                return
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
+            with self.ticket(key) as ticket:
+                seen = version()
+                if passed():
                     return
-                if ticket.wait(min(interval, remaining)) or version() != seen:
-                    break
+                while True:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return
+                    if ticket.wait(min(interval, remaining)) or version() != seen:
+                        break
 
     def notify(self, key: Hashable) -> None:
         """Wake everyone waiting on ``key``."""
-        if key not in self._events:
+        # Unlocked on purpose: a reader registers its ticket before it reads the
+        # store, and the writer wrote before this check, so a ticket missing here
+        # belongs to a reader that will see the write.
+        if key not in self._slots:
             return
         with self._lock:
-            event = self._events.pop(key, None)
-        if event is not None:
-            event.set()
+            slot = self._slots.pop(key, None)
+        if slot is not None:
+            slot.event.set()

@@ -3,12 +3,32 @@
 Keys are read once, in ``init_app``, from ``app.config``; arguments given to
 :class:`~a2a_flask.A2A` win over them.  With ``app.config.from_prefixed_env()``
 an environment variable such as ``FLASK_A2A_STORE=shelve:///tmp/a2a`` sets
-``A2A_STORE`` (Flask parses numbers and booleans in such values as JSON).
+``A2A_STORE``.  Flask hands such values over as JSON when they parse as JSON
+(``1``, ``true``) and as strings otherwise (``False``, ``off``), so every value
+is read by the field's declared type, the same way from Python and from the
+environment (see :data:`KINDS`); a value that does not fit stops ``init_app``
+with a :class:`ValueError` naming the key, the value and what is accepted.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Mapping, Optional
+import math
+import re
+from dataclasses import MISSING, dataclass, fields
+from typing import (Any, Callable, Dict, Mapping, Optional, Protocol, Tuple, Union,
+                    get_args, get_origin, get_type_hints, runtime_checkable)
+
+
+@runtime_checkable
+class PrivateKeyObject(Protocol):
+    """A ``cryptography`` private key (EC P-256 or RSA): anything with ``private_bytes``."""
+
+    def private_bytes(self, *args: Any, **kwargs: Any) -> bytes: ...
+
+
+#: A signing key: PEM text, PEM bytes or a ``cryptography`` private key object.
+SigningKey = Union[str, bytes, PrivateKeyObject]
+#: Host names, ``*.domain`` suffixes, IP addresses or CIDR networks.
+HostList = Tuple[str, ...]
 
 
 @dataclass
@@ -20,7 +40,9 @@ class Settings:
     #: The public base URL (``https://agents.example.com``) used in the card behind a proxy;
     #: empty means "the URL the request came in on".
     public_url: str = ""
-    #: The task store, as a URL: ``memory://`` or ``shelve:///path/to/file``.
+    #: The task store, as a URL: ``memory://`` (per process), ``shelve:///path/to/file``
+    #: or ``sqlite:///path/to/file.db`` (one host; missing folders are created),
+    #: ``redis://host:6379/0`` (several hosts; the ``redis`` extra).
     store: str = "memory://"
     #: Seconds between SSE keep-alive comments on an idle stream.
     sse_keepalive: float = 15.0
@@ -44,11 +66,18 @@ class Settings:
     lenient_version: bool = False
     #: Serve the public card at the host root ``/.well-known/...`` (the first agent does by default).
     root_card: Optional[bool] = None
+    #: Serve the union card: the 1.0 card plus the members 0.3 and 0.1 clients read
+    #: (``url``, ``preferredTransport``, ``protocolVersion``, ...).  False serves the pure
+    #: 1.0 card, valid against the 1.0 schema (strict 1.0 parsers refuse unknown members),
+    #: which 0.3 clients can no longer read.
+    legacy_card: bool = True
     #: Refuse callers without credentials when an authenticator is set (401); False serves
     #: them as one shared anonymous caller.
     auth_required: bool = True
     #: Largest request body in bytes (larger: HTTP 413 with a JSON error).
     max_content_length: int = 16 * 1024 * 1024
+    #: Seconds a request body may take to arrive whole (slower: HTTP 408, under gevent).
+    body_timeout: float = 30.0
     #: Most parts in one message.
     max_parts: int = 100
     #: Largest inline file (a ``raw`` part), in bytes after base64 decoding.
@@ -59,11 +88,14 @@ class Settings:
     max_streams_per_caller: int = 100
     #: Serve the inspector page at ``<prefix>/inspector/``; None: only while ``app.debug``.
     inspector: Optional[bool] = None
+    #: Serve the Prometheus metrics (``a2a_requests_total``, ...) at this path of the app,
+    #: e.g. ``/metrics`` (needs ``pip install a2a-flask[prometheus]``); empty: not served.
+    metrics_path: str = ""
     #: Let webhooks call private, loopback and link-local addresses (development only).
     push_allow_private: bool = False
     #: Hosts webhooks may call although they are not public: exact names, ``*.example.com``,
     #: IP addresses or CIDR networks (a list, or one string separated by commas or spaces).
-    push_allowed_hosts: Any = ()
+    push_allowed_hosts: HostList = ()
     #: Seconds a webhook has to answer one push (connecting: at most 5 of them).
     push_timeout: float = 10.0
     #: Failed pushes in a row after which a webhook is given up on.
@@ -75,52 +107,213 @@ class Settings:
     #: Sign the agent card (spec §8.4) with this private key (PEM text or bytes, or a
     #: ``cryptography`` EC P-256 or RSA key; needs ``pip install a2a-flask[signing]``);
     #: the public key is served at ``<prefix>/.well-known/jwks.json``.
-    card_signing_key: Any = None
+    card_signing_key: Optional[SigningKey] = None
     #: Sign pushes with this private key (PEM text or bytes, or a ``cryptography`` EC P-256
     #: or RSA key; needs ``pip install a2a-flask[signing]``); the public key is served at
     #: ``<prefix>/.well-known/jwks.json``.
-    push_signing_key: Any = None
+    push_signing_key: Optional[SigningKey] = None
+
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "Settings":
-        """Read ``A2A_*`` keys from a Flask config; non-None ``overrides`` win."""
-        values = {}
-        for f in fields(cls):
-            key = "A2A_" + f.name.upper()
-            if overrides.get(f.name) is not None:
-                values[f.name] = overrides[f.name]
-            elif key in config:
-                values[f.name] = config[key]
+        """Read ``A2A_*`` keys from a Flask config; non-None ``overrides`` win.
+
+        Each value is read by its field's declared type (see :data:`KINDS`).
+        :raises ValueError: for a value its field cannot read, or one out of range.
+        :raises TypeError: for an override that names no setting.
+        """
+        hints = field_types()
+        unknown = sorted(set(overrides) - set(hints))
+        if unknown:
+            raise TypeError(f"unknown A2A setting(s): {', '.join(unknown)}")
+        values: Dict[str, Any] = {}
+        for name, tp in hints.items():
+            if overrides.get(name) is not None:
+                values[name] = read_value(f"{name}=", tp, overrides[name])
+            elif config_key(name) in config:
+                values[name] = read_value(config_key(name), tp, config[config_key(name)])
         settings = cls(**values)
-        settings.url_prefix = "/" + settings.url_prefix.strip("/") if settings.url_prefix.strip("/") else ""
+        prefix = settings.url_prefix.strip("/")
+        settings.url_prefix = "/" + prefix if prefix else ""
         settings.public_url = settings.public_url.rstrip("/")
-        settings.task_ttl = float(settings.task_ttl)
-        if settings.task_ttl < 0:
-            raise ValueError(f"A2A_TASK_TTL must be >= 0, got {settings.task_ttl}")
-        settings.push_allow_private = _flag(settings.push_allow_private)
-        settings.auth_required = _flag(settings.auth_required)
-        for name in ("max_content_length", "max_parts", "max_file_size", "push_max_attempts"):
-            value = int(getattr(settings, name))
-            if value < 1:
-                raise ValueError(f"A2A_{name.upper()} must be >= 1, got {value}")
-            setattr(settings, name, value)
-        for name in ("max_history", "max_streams_per_caller"):
-            value = int(getattr(settings, name))
-            if value < 0:
-                raise ValueError(f"A2A_{name.upper()} must be >= 0 (0: no limit), got {value}")
-            setattr(settings, name, value)
-        for name in ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl",
-                     "push_timeout", "push_retry_delay", "push_retry_max_delay"):
-            value = float(getattr(settings, name))
-            if value <= 0:
-                raise ValueError(f"A2A_{name.upper()} must be positive, got {value}")
-            setattr(settings, name, value)
-        settings.card_max_age = int(settings.card_max_age)
+        settings._check_ranges()
         return settings
 
+    def _check_ranges(self) -> None:
+        for names, ok, rule in _RANGES:
+            for name in names:
+                value = getattr(self, name)
+                if not ok(value):
+                    raise ValueError(f"{config_key(name)} must be {rule}, got {value!r}")
 
-def _flag(value: Any) -> bool:
-    """A boolean from config or an environment string ("1", "true", "yes", "on")."""
+
+_AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_attempts")
+_NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_streams_per_caller")
+_POSITIVE = ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl", "body_timeout",
+             "push_timeout", "push_retry_delay", "push_retry_max_delay")
+_RANGES: Tuple[Tuple[Tuple[str, ...], Callable[[Any], bool], str], ...] = (
+    (_AT_LEAST_ONE, lambda v: v >= 1, ">= 1"),
+    (_NOT_NEGATIVE, lambda v: v >= 0, ">= 0"),
+    (_POSITIVE, lambda v: v > 0, "> 0"),
+)
+
+
+def config_key(name: str) -> str:
+    """``inspector`` -> ``A2A_INSPECTOR``."""
+    return "A2A_" + name.upper()
+
+
+def field_types() -> Dict[str, Any]:
+    """Each setting's name and declared type, in declaration order."""
+    hints = get_type_hints(Settings)
+    return {f.name: hints[f.name] for f in fields(Settings)}
+
+
+def field_default(name: str) -> Any:
+    """The default value of one setting."""
+    for f in fields(Settings):
+        if f.name == name:
+            return f.default if f.default is not MISSING else None
+    raise KeyError(name)
+
+
+# ------------------------------------------------------------------ reading by type
+
+
+class _Reject(Exception):
+    """A value the reader of a kind cannot read."""
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How one declared type is read: its name, the spellings it takes, its reader."""
+
+    name: str
+    accepted: str
+    read: Callable[[Any], Any]
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_UNSET = ("", "none")
+
+
+def _read_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    # Flask's from_prefixed_env reads FLASK_A2A_X=1 as the JSON number 1.
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
     if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on")
-    return bool(value)
+        word = value.strip().lower()
+        if word in _TRUE:
+            return True
+        if word in _FALSE:
+            return False
+    raise _Reject
+
+
+def _read_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Reject  # True is an int to Python, never a size to a person
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+(_\d+)*\s*", value):
+        return int(value)
+    number = _read_float(value)
+    if not number.is_integer():
+        raise _Reject
+    return int(number)
+
+
+def _read_float(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise _Reject
+    try:
+        number = float(value)
+    except ValueError:
+        raise _Reject from None
+    if not math.isfinite(number):
+        raise _Reject
+    return number
+
+
+def _read_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Reject
+    return value
+
+
+def _read_hosts(value: Any) -> HostList:
+    if isinstance(value, str):
+        return tuple(entry for entry in re.split(r"[\s,]+", value) if entry)
+    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, str) for v in value):
+        return tuple(entry.strip() for entry in value if entry.strip())
+    raise _Reject
+
+
+def _read_key(value: Any) -> SigningKey:
+    if isinstance(value, (str, bytes)):
+        text = value if isinstance(value, str) else value.decode("ascii", "replace")
+        if "-----BEGIN" in text and "PRIVATE KEY-----" in text:
+            return value
+        raise _Reject
+    if isinstance(value, PrivateKeyObject):
+        return value
+    raise _Reject
+
+
+#: How each declared type is read.  ``Optional[T]`` reads as ``T`` and also takes
+#: None, ``"none"`` (any case) or an empty string as "not set".
+KINDS: Dict[Any, Kind] = {
+    bool: Kind("boolean", "true/false, 1/0, yes/no, on/off (any case)", _read_bool),
+    int: Kind("integer", "a whole number (100, \"100\")", _read_int),
+    float: Kind("number", "a number (2.5, \"2.5\")", _read_float),
+    str: Kind("string", "a string", _read_str),
+    HostList: Kind("host list", "a list of strings, or one string separated by commas "
+                   "or spaces", _read_hosts),
+    SigningKey: Kind("private key", "PEM text or bytes (-----BEGIN ... PRIVATE KEY-----) "
+                     "or a cryptography private key object", _read_key),
+}
+
+
+def _optional_of(tp: Any) -> Any:
+    """``T`` for ``Optional[T]``, else None."""
+    if get_origin(tp) is Union and type(None) in get_args(tp):
+        rest = tuple(a for a in get_args(tp) if a is not type(None))
+        return rest[0] if len(rest) == 1 else Union[rest]
+    return None
+
+
+def kind_of(tp: Any) -> Kind:
+    """The :class:`Kind` of a declared type; ``Optional[T]`` adds "unset" to ``T``'s."""
+    inner = _optional_of(tp)
+    if inner is None:
+        if tp not in KINDS:
+            raise TypeError(f"no reader for settings of type {tp!r}: add one to KINDS")
+        return KINDS[tp]
+    base = kind_of(inner)
+
+    def read(value: Any) -> Any:
+        if value is None or (isinstance(value, str) and value.strip().lower() in _UNSET):
+            return None
+        return base.read(value)
+
+    return Kind(base.name + " or unset", base.accepted + "; none or empty for unset", read)
+
+
+def read_value(key: str, tp: Any, value: Any) -> Any:
+    """``value`` read as type ``tp``; ``key`` names the setting in the error."""
+    kind = kind_of(tp)
+    try:
+        return kind.read(value)
+    except _Reject:
+        secret = kind.name.startswith(KINDS[SigningKey].name) and isinstance(value, (str, bytes))
+        # Never echo what may be key material into a log.
+        shown = f"<{type(value).__name__} of {len(value)} characters>" if secret else repr(value)
+        raise ValueError(f"{key}{'' if key.endswith('=') else '='}{shown} is not "
+                         f"a valid {kind.name}: use {kind.accepted}") from None
+
+
+__all__ = ["Settings", "Kind", "KINDS", "HostList", "SigningKey", "PrivateKeyObject",
+           "config_key", "field_types", "field_default", "kind_of", "read_value"]

@@ -109,7 +109,7 @@ class FlaskAdapter(BaseAdapter):
         response.raw = _Body(flask_response)
         response.url = request.url or ""
         response.request = request
-        response.connection = self
+        response.connection = self  # type: ignore[assignment]  # the stubs expect an HTTPAdapter
         if not stream:
             response.content  # noqa: B018  (read it all now, as requests does)
             response.raw.close()

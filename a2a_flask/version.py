@@ -1,3 +1,3 @@
 """The package version (a module of its own, so that any layer may read it)."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

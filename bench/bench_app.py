@@ -81,6 +81,18 @@ def hold(ctx: TaskContext) -> None:
             return
 
 
+#: ``BENCH_OTEL=sdk``: an OpenTelemetry SDK tracer provider that exports nothing (spans
+#: are made and dropped); ``noop``: the API's no-op provider.  Unset: no provider.
+if os.environ.get("BENCH_OTEL") == "sdk":
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    trace.set_tracer_provider(TracerProvider())
+elif os.environ.get("BENCH_OTEL") == "noop":
+    from opentelemetry import trace
+
+    trace.set_tracer_provider(trace.NoOpTracerProvider())
+
 app = Flask(__name__)
 # FLASK_A2A_STORE=sqlite:///... (and any other FLASK_A2A_*) picks the store; default memory://.
 app.config.from_prefixed_env()

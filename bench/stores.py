@@ -1,11 +1,11 @@
 #!/usr/bin/env python
 """Benchmark a2a_flask's task stores, and one vs two gunicorn gevent workers on one store.
 
-Two phases, both reusing ``bench.py`` (its server, load generator, noise checks):
+Three phases; the first two reuse ``bench.py`` (its server, load generator, noise checks):
 
 * ``stores``: SendMessage req/s (echo agent, blocking) and SSE events/s (the
   100-chunk agent) at concurrency 32 for each store (memory, shelve, sqlite,
-  redis), one gevent worker per store pinned to ``--server-cpu``, the load
+  redis, postgresql, mariadb), one gevent worker per store pinned to ``--server-cpu``, the load
   generator pinned to ``--client-cpu``.  The stores' servers run side by side
   and their runs alternate, so drift hits every store alike; each store's
   median is shown with its ratio to the memory store's.
@@ -16,10 +16,13 @@ Two phases, both reusing ``bench.py`` (its server, load generator, noise checks)
   every CPU).  The load generator's CPU and every process's scheduler split
   (running, waiting for a CPU, blocked) are measured, and the table shows the
   ratio the CPUs would allow at ``-w 1``'s costs per request.
+* ``lengths``: the per-event cost of a 10-chunk and a 1,000-chunk stream on
+  each store, and their ratio (``stream_length.py``, run as a child process).
 
 Shelve and SQLite files live in a temporary directory removed at the end;
 Redis keys use a unique prefix in ``--redis-url``'s database and are deleted
-at the end.  Everything listens on 127.0.0.1.  See README.rst.
+at the end; PostgreSQL gets a schema and MariaDB a database per server
+(``--postgres-url``, ``--mariadb-url``), dropped at the end.  Everything listens on 127.0.0.1.  See README.rst.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import os
 import shutil
 import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,9 +46,10 @@ import gevent
 import bench
 from bench import BenchServer, RunResult, Scenario, format_table, say
 
-STORES = ("memory", "shelve", "sqlite", "redis")
+STORES = ("memory", "shelve", "sqlite", "redis", "postgresql", "mariadb")
+SQL_STORES = ("postgresql", "mariadb")
 PLACEMENTS = ("shared", "spread")
-PHASES = ("stores", "scale")
+PHASES = ("stores", "scale", "lengths")
 TARGET_SCALE = 1.7
 #: /bench/forget on a big shelve store rewrites the shelf's index once per key it deletes.
 FORGET_TIMEOUT = 110.0
@@ -71,6 +76,8 @@ class Options:
     sse_concurrency: int
     chunks: int
     redis_url: str
+    postgres_url: str
+    mariadb_url: str
     scale_store: str
     scale_control: str
     placements: List[str]
@@ -100,6 +107,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chunks", type=int, default=100, help="chunks per stream")
     p.add_argument("--redis-url", default="redis://127.0.0.1:6379/15",
                    help="Redis database for the redis store (a unique key prefix is added)")
+    p.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres",
+                   help="PostgreSQL database for the postgresql store (a schema per server)")
+    p.add_argument("--mariadb-url", default="mysql://root@127.0.0.1:3306",
+                   help="MariaDB server for the mariadb store (a database per server)")
     p.add_argument("--scale-store", choices=STORES[1:], default="sqlite",
                    help="shared store of the 1 vs 2 workers phase")
     p.add_argument("--scale-control", choices=("memory", "none"), default="memory",
@@ -134,7 +145,8 @@ def parse_args(argv: Optional[List[str]] = None) -> Options:
     opts = Options(
         stores=_names(a.stores), phases=_names(a.phases), duration=a.duration, repeat=a.repeat,
         warmup=a.warmup, concurrency=a.concurrency, sse_concurrency=a.sse_concurrency,
-        chunks=a.chunks, redis_url=a.redis_url, scale_store=a.scale_store,
+        chunks=a.chunks, redis_url=a.redis_url, postgres_url=a.postgres_url,
+        mariadb_url=a.mariadb_url, scale_store=a.scale_store,
         scale_control=a.scale_control,
         placements=_names(a.placements), phase_timeout=a.phase_timeout, grace=a.grace,
         settle_timeout=a.settle_timeout, server_cpu=a.server_cpu,
@@ -177,18 +189,26 @@ def bench_config(opts: Options) -> bench.Config:
 
 
 class StoreSites:
-    """Store URLs for this run: files in one temporary directory, one Redis key prefix.
+    """Store URLs for this run: files in one temporary directory, one Redis key prefix,
+    a PostgreSQL schema and a MariaDB database per server.
 
-    :meth:`close` removes the directory and deletes every key under the prefix.
+    :meth:`close` removes the directory, deletes every key under the prefix and
+    drops the schemas and databases.
     """
 
-    def __init__(self, redis_url: str) -> None:
+    def __init__(self, redis_url: str, postgres_url: str = "", mariadb_url: str = "") -> None:
         self.dir = tempfile.mkdtemp(prefix="a2a-bench-stores-")
         self.redis_url = redis_url.split("?", 1)[0]
         self.prefix = f"a2a-bench-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._redis: Any = None
         self.redis_error = ""
         self.redis_keys_deleted = 0
+        self.sql_servers = {"postgresql": postgres_url.rstrip("/"),
+                            "mariadb": mariadb_url.rstrip("/")}
+        self._sql_prefix = f"a2abench_{uuid.uuid4().hex[:8]}"
+        self._sql_names: Dict[Tuple[str, str], str] = {}  # (store, tag) -> schema / database
+        self._sql_admins: Dict[str, Any] = {}
+        self.sql_errors: Dict[str, str] = {}
 
     def url(self, store: str, tag: str) -> str:
         """The URL of a fresh ``store`` named ``tag`` (each server gets its own)."""
@@ -197,7 +217,53 @@ class StoreSites:
         if store in ("shelve", "sqlite"):
             suffix = ".db" if store == "sqlite" else ""
             return f"{store}://{os.path.join(self.dir, tag)}{suffix}"
+        if store in SQL_STORES:
+            return self.sql_url(store, tag)
         return f"{self.redis_url}?prefix={self.prefix}-{tag}"
+
+    def sql_admin(self, store: str) -> Any:
+        """An engine on the PostgreSQL or MariaDB server, or None (and :attr:`sql_errors`)."""
+        if store not in self._sql_admins and store not in self.sql_errors:
+            try:
+                import sqlalchemy as sa
+
+                url = self.sql_servers[store].replace("postgresql://", "postgresql+pg8000://", 1)
+                url = url.replace("mysql://", "mysql+pymysql://", 1)
+                engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+                with engine.connect() as conn:
+                    conn.execute(sa.text("SELECT 1"))
+                self._sql_admins[store] = engine
+            except Exception as exc:  # ImportError, no server: report and skip
+                self.sql_errors[store] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        return self._sql_admins.get(store)
+
+    def sql_url(self, store: str, tag: str) -> str:
+        """A fresh schema (PostgreSQL) or database (MariaDB) per server tag, made once."""
+        import sqlalchemy as sa
+
+        key = (store, tag)
+        if key not in self._sql_names:
+            name = f"{self._sql_prefix}_{len(self._sql_names)}"
+            if store == "mariadb":
+                with self.sql_admin(store).begin() as conn:
+                    conn.execute(sa.text(f"CREATE DATABASE `{name}`"))
+            self._sql_names[key] = name
+        name = self._sql_names[key]
+        base = self.sql_servers[store]
+        return f"{base}?schema={name}" if store == "postgresql" else f"{base}/{name}"
+
+    def drop_sql(self) -> None:
+        import sqlalchemy as sa
+
+        for (store, _), name in self._sql_names.items():
+            with self._sql_admins[store].begin() as conn:
+                conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'
+                                     if store == "postgresql" else
+                                     f"DROP DATABASE IF EXISTS `{name}`"))
+        if self._sql_names:
+            say(f"dropped {len(self._sql_names)} SQL schemas/databases {self._sql_prefix}_*")
+        for engine in self._sql_admins.values():
+            engine.dispose()
 
     def redis(self) -> Any:
         """A client of the Redis database, or None (and :attr:`redis_error`) when unusable."""
@@ -231,7 +297,8 @@ class StoreSites:
                 "url": self.redis_url, "prefix": self.prefix}
 
     def close(self) -> None:
-        """Delete the prefix's Redis keys and the temporary directory."""
+        """Delete the prefix's Redis keys, the SQL schemas and the temporary directory."""
+        self.drop_sql()
         if self._redis is not None:
             try:
                 self.redis_keys_deleted = delete_keys(self._redis, self.prefix + "-*")
@@ -580,6 +647,11 @@ def usable_stores(opts: Options, sites: StoreSites) -> Tuple[List[str], Dict[str
     if "redis" in opts.stores and sites.redis() is None:
         skipped["redis"] = f"Redis unusable at {sites.redis_url}: {sites.redis_error}"
         say(f"warning: {skipped['redis']}; the redis store is skipped")
+    for store in SQL_STORES:
+        if store in opts.stores and sites.sql_admin(store) is None:
+            skipped[store] = f"{store} unusable at {sites.sql_servers[store]}: " \
+                             f"{sites.sql_errors[store]}"
+            say(f"warning: {skipped[store]}; the {store} store is skipped")
     return [s for s in opts.stores if s not in skipped], skipped
 
 
@@ -766,6 +838,7 @@ class Report:
     env: Dict[str, Any] = field(default_factory=dict)
     stores: List[StoreResult] = field(default_factory=list)
     scale: List[ScaleResult] = field(default_factory=list)
+    lengths: str = ""
 
 
 def print_report(report: Report, opts: Options) -> None:
@@ -790,6 +863,9 @@ def print_report(report: Report, opts: Options) -> None:
         print(scale_cpu_table(report.scale, opts))
         for placement in dict.fromkeys(sr.placement for sr in report.scale):
             print(f"{placement}: {PLACEMENT_TEXT[placement]}")
+    if report.lengths:
+        print(f"\nper-event cost by stream length (CPU time of engine + store, "
+              f"medians of {opts.repeat} runs):\n{report.lengths}")
 
 
 def to_json(report: Report, opts: Options) -> Dict[str, Any]:
@@ -797,6 +873,7 @@ def to_json(report: Report, opts: Options) -> Dict[str, Any]:
     return {
         "config": asdict(opts), "environment": report.env,
         "stores": [asdict(r) for r in report.stores],
+        "lengths": report.lengths,
         "scale": [dict(asdict(r), ratio=r.ratio, machine_bound=r.machine_bound,
                        bound_at_two=r.bound_at_two,
                        placement_text=PLACEMENT_TEXT[r.placement], control=r.store != opts.scale_store,
@@ -804,11 +881,22 @@ def to_json(report: Report, opts: Options) -> Dict[str, Any]:
     }
 
 
+def lengths_phase(opts: Options) -> str:
+    """``stream_length.py``'s table for the chosen stores (bounded by ``--phase-timeout``)."""
+    say("phase lengths: per-event cost of 10- and 1,000-chunk streams")
+    script = Path(__file__).with_name("stream_length.py")
+    done = subprocess.run(
+        [sys.executable, str(script), "--stores", ",".join(opts.stores),
+         "--repeat", str(opts.repeat), "--redis-url", opts.redis_url],
+        stdout=subprocess.PIPE, text=True, timeout=opts.phase_timeout, check=True)
+    return done.stdout.strip()
+
+
 def run(opts: Options, report: Report) -> None:
     """Both phases, each bounded by ``--phase-timeout``; store files and keys always removed."""
     cfg = bench_config(opts)
     bench.raise_nofile(8192)
-    sites = StoreSites(opts.redis_url)
+    sites = StoreSites(opts.redis_url, opts.postgres_url, opts.mariadb_url)
     started = time.monotonic()
     try:
         report.env = dict(bench.environment(None, cfg, sorted(os.sched_getaffinity(0))),
@@ -820,6 +908,8 @@ def run(opts: Options, report: Report) -> None:
         for placement in opts.placements if "scale" in opts.phases else []:
             with gevent.Timeout(opts.phase_timeout, RuntimeError("scale phase timed out")):
                 report.scale += scale_phase(opts, cfg, sites, placement)
+        if "lengths" in opts.phases:
+            report.lengths = lengths_phase(opts)
     finally:
         sites.close()
         report.env["elapsed_s"] = round(time.monotonic() - started, 1)

@@ -6,13 +6,39 @@ Run it::
 
 It declares push notifications.  Webhooks must be public addresses unless
 ``FLASK_A2A_PUSH_ALLOW_PRIVATE=1`` is set, which lets a local test kit
-receive them on 127.0.0.1 (development only)::
+receive them on 127.0.0.1 (development only); hosts a kit registers but does
+not call (``FLASK_A2A_PUSH_ALLOWED_HOSTS=example.com``) are accepted without a
+DNS lookup.  ``FLASK_A2A_LEGACY_CARD=0`` serves the strict 1.0 card::
 
     FLASK_A2A_PUSH_ALLOW_PRIVATE=1 gunicorn -k gevent -b 127.0.0.1:8000 examples.conformance_agent:app
 
-The longest matching prefix wins; any other ``tck-`` id completes the task
-with "Hello from TCK"; other ids are echoed.  The same messageId may arrive
-many times, also as follow-ups on one task: it is never de-duplicated.
+=================================  ==========================================================
+messageId prefix                   behaviour
+=================================  ==========================================================
+``tck-complete-task``              completes with the text "Hello from TCK"
+``tck-artifact-text``              a text artifact, then COMPLETED
+``tck-artifact-file``              an inline file artifact (``raw``), then COMPLETED
+``tck-artifact-file-url``          a file artifact by URL, then COMPLETED
+``tck-artifact-data``              a data artifact, then COMPLETED
+``tck-message-response``           a direct Message, no task
+``tck-input-required``             INPUT_REQUIRED; a follow-up completes the task
+``tck-reject-task``                REJECTED
+``tck-stream-001``                 WORKING, a text artifact, COMPLETED
+``tck-stream-003``                 the same
+``tck-stream-ordering-001``        the same
+``tck-stream-artifact-text``       the same
+``tck-stream-002``                 COMPLETED at once
+``tck-stream-artifact-file``       WORKING, an inline file artifact, COMPLETED
+``tck-stream-artifact-chunked``    WORKING, one artifact in two appended chunks, COMPLETED
+``test-resubscribe-message-id``    WORKING for about 4.5 s (cancelable), then COMPLETED
+any other ``tck-``                 as ``tck-complete-task``
+any other ``test-`` (0.3 kits)     INPUT_REQUIRED; a follow-up in the same task completes
+                                   it; it can be canceled while it waits
+anything else                      the text is echoed and the task completed
+=================================  ==========================================================
+
+The longest matching prefix wins.  The same messageId may arrive many times,
+also as follow-ups on one task: it is never de-duplicated.
 """
 import time
 
@@ -142,6 +168,8 @@ def conformance(ctx: TaskContext):
             return BEHAVIOURS[prefix](ctx)
     if message_id.startswith("tck-"):
         return complete_task(ctx)
+    if message_id.startswith("test-"):
+        return input_required(ctx)
     return ctx.text or "ok"
 
 

@@ -1,6 +1,7 @@
 """Shared fixtures: an app factory, the test client, stores, and real servers."""
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from typing import Any, Callable, Optional
@@ -11,7 +12,32 @@ from flask import Flask
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill
 from a2a_flask.web.extension import AgentState
 
-from .helpers import Server
+from .astguard import install as install_ast_guard
+from .helpers import SPEC, Server
+
+# Before anything parses: see tests/astguard.py (an interpreter race that ended whole sessions).
+install_ast_guard()
+
+#: Files the suite reads besides its own modules: all inside the repository.
+REQUIRED_DATA = [SPEC / v / "a2a.schema.json" for v in ("v0.1", "v0.2", "v0.3", "v1.0")]
+SEEDS = SPEC.parent / "seeds"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Stop at once, saying what is missing, if the copied schemas or seeds are not there
+    (rather than failing hundreds of tests one by one)."""
+    problems = []
+    for path in REQUIRED_DATA:
+        try:
+            json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            problems.append(f"{path}: {exc}")
+    if not list(SEEDS.glob("*.txt")):
+        problems.append(f"{SEEDS}: no seed documents (*.txt)")
+    if problems:
+        raise pytest.UsageError(
+            "the test data that ships in tests/ cannot be read (see tests/schemas/README.rst;"
+            " a git checkout or the sdist has it):\n  " + "\n  ".join(problems))
 
 
 def make_card(**overrides: Any) -> AgentCard:
@@ -30,15 +56,40 @@ def echo(ctx):
     return ctx.text
 
 
-@pytest.fixture(params=["memory", "shelve", "sqlite", "redis"])
+#: Every store backend; the SQL ones only where SQL_STORE_MODULES says (suite time).
+STORES = ["memory", "shelve", "sqlite", "redis", "postgresql", "mariadb"]
+SQL_STORES = ("postgresql", "mariadb")
+#: Test modules whose ``store_url`` tests also run on PostgreSQL and MariaDB: the
+#: store contract and the keeper.  The engine-level modules (methods, executor,
+#: push, dialects...) test the engine, which is the same on every store.
+SQL_STORE_MODULES = {"test_keeper", "test_sql_store"}
+
+
+def pytest_generate_tests(metafunc) -> None:
+    chosen = any("store_url" in (m.args[0] if isinstance(m.args[0], (list, tuple))
+                                 else m.args[0].replace(" ", "").split(","))
+                 for m in metafunc.definition.iter_markers("parametrize"))
+    if "store_url" in metafunc.fixturenames and not chosen:  # a test may pick its stores
+        module = metafunc.module.__name__.rsplit(".", 1)[-1]
+        kinds = STORES if module in SQL_STORE_MODULES else [
+            kind for kind in STORES if kind not in SQL_STORES]
+        metafunc.parametrize("store_url", kinds, indirect=True)
+
+
+@pytest.fixture
 def store_url(request, tmp_path) -> str:
-    """Each test using it runs once per store backend (Redis: a key prefix of its own)."""
+    """Each test using it runs once per store backend (Redis: a key prefix of its own;
+    PostgreSQL: a schema; MariaDB: a database, dropped afterwards)."""
     if request.param == "memory":
         return "memory://"
     if request.param == "redis":
         prefix = f"a2atest-{uuid.uuid4().hex[:12]}"
         request.addfinalizer(lambda: drop_redis_prefix(prefix))
         return f"{REDIS_URL}?prefix={prefix}"
+    if request.param in SQL_STORES:
+        name = f"a2atest_{uuid.uuid4().hex[:12]}"
+        request.addfinalizer(lambda: drop_sql_database(request.param, name))
+        return sql_test_url(request.param, name)
     return f"{request.param}://{tmp_path}/tasks"
 
 
@@ -53,6 +104,59 @@ def drop_redis_prefix(prefix: str) -> None:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+#: The servers the SQL store tests use (trust / passwordless on this machine).
+POSTGRES_URL = os.environ.get("A2A_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+MARIADB_URL = os.environ.get("A2A_TEST_MARIADB", "mysql://root@127.0.0.1:3306")
+_SQL_SERVERS = {"postgresql": POSTGRES_URL, "mariadb": MARIADB_URL}
+_SQL_UP: dict = {}
+
+
+def sql_admin(kind: str):
+    """An engine on the server of ``kind`` for creating and dropping; skips the test
+    (with the reason) when SQLAlchemy or the server is missing."""
+    if kind not in _SQL_UP:
+        try:
+            import sqlalchemy as sa
+
+            url = _SQL_SERVERS[kind]
+            url = url.replace("postgresql://", "postgresql+pg8000://", 1).replace(
+                "mysql://", "mysql+pymysql://", 1)
+            engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=(
+                {"timeout": 5} if kind == "postgresql" else {"connect_timeout": 5}))
+            with engine.connect() as conn:
+                conn.execute(sa.text("SELECT 1"))
+            _SQL_UP[kind] = engine
+        except Exception as exc:  # no driver, no server: say which
+            _SQL_UP[kind] = f"{kind} server at {_SQL_SERVERS[kind]} unavailable: {exc}"
+    found = _SQL_UP[kind]
+    if isinstance(found, str):
+        pytest.skip(found)
+    return found
+
+
+def sql_test_url(kind: str, name: str) -> str:
+    """A store URL on a fresh schema (PostgreSQL) or database (MariaDB) called ``name``."""
+    import sqlalchemy as sa
+
+    engine = sql_admin(kind)
+    if kind == "postgresql":
+        return f"{POSTGRES_URL}?schema={name}"  # the store creates the schema
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE DATABASE IF NOT EXISTS `{name}`"))
+    return f"{MARIADB_URL}/{name}"
+
+
+def drop_sql_database(kind: str, name: str) -> None:
+    import sqlalchemy as sa
+
+    engine = sql_admin(kind)
+    with engine.begin() as conn:
+        if kind == "postgresql":
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
+        else:
+            conn.execute(sa.text(f"DROP DATABASE IF EXISTS `{name}`"))
 
 
 @pytest.fixture

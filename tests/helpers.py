@@ -158,21 +158,71 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+#: What gevent's monitor thread writes when a greenlet kept the hub from running.
+BLOCKED_MARK = "appears to be blocked"
+#: The longest a greenlet may hold the hub before the watchdog reports it (seconds).
+MAX_BLOCKING_TIME = 0.1
+
+
+#: Paths in a blocked stack that make the report ours: the package, the test and
+#: example apps.  See :func:`blocked_in_our_code`.
+OUR_CODE = ("/a2a_flask/", "/tests/", "/examples/", "/bench/")
+
+
+def blocked_reports(log_text: str) -> List[str]:
+    """The hub-blocked reports in a worker log: each one's headline and blocked stack
+    (gevent's list of every greenlet that follows it is left out)."""
+    reports = []
+    for chunk in log_text.split("=" * 80)[1:]:
+        if BLOCKED_MARK in chunk:
+            reports.append(chunk.split("\nInfo:", 1)[0].strip())
+    return reports
+
+
+def blocked_in_our_code(report: str) -> bool:
+    """Whether a report's blocked stack runs through our code.
+
+    The monitor measures wall time: on a loaded 2-core machine the worker can
+    simply not be scheduled for 0.1 s, and the report then catches whatever ran
+    last, typically a socket ``send`` inside gunicorn with none of our frames.
+    A greenlet of ours that really keeps the hub (a spin, a blocking call) is
+    caught with our frames on its stack, so only those reports fail a test.
+    """
+    stack = report.split("Blocked Stack", 1)[-1]
+    return any(part in line for line in stack.splitlines() if line.strip().startswith("File")
+               for part in OUR_CODE)
+
+
 class Server:
-    """A real gunicorn (gevent workers by default) serving ``app_spec`` on loopback."""
+    """A real gunicorn (gevent workers by default) serving ``app_spec`` on loopback.
+
+    gevent workers run with gevent's monitor thread (the hub watchdog): a
+    greenlet that keeps the hub for more than :data:`MAX_BLOCKING_TIME` is
+    reported in the worker log, and :meth:`stop` fails the test with the
+    reported stack when it runs through our code (:func:`blocked_in_our_code`),
+    unless ``allow_blocking`` (a test that blocks on purpose
+    reads :meth:`blocked` itself).
+    """
 
     def __init__(self, app_spec: str, *, workers: int = 1, worker_class: str = "gevent",
-                 env: Optional[Dict[str, str]] = None, extra_args: Optional[List[str]] = None) -> None:
+                 env: Optional[Dict[str, str]] = None, extra_args: Optional[List[str]] = None,
+                 allow_blocking: bool = False, graceful_timeout: float = 2) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.allow_blocking = allow_blocking
         cmd = [sys.executable, "-m", "gunicorn", "-k", worker_class, "-w", str(workers),
-               "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", "2",
+               "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", f"{graceful_timeout:g}",
                "--log-level", "warning", *(extra_args or []), app_spec]
+        watchdog = {}
+        if worker_class == "gevent":
+            watchdog = {"GEVENT_MONITOR_THREAD_ENABLE": "1",
+                        "GEVENT_MAX_BLOCKING_TIME": str(MAX_BLOCKING_TIME)}
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"a2a-gunicorn-{self.port}.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})},
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **watchdog, **(env or {})},
                                      stdout=self._log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+        self._stopped = False
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -190,6 +240,7 @@ class Server:
                     time.sleep(0.1)
             raise RuntimeError("gunicorn did not start in time")
         except BaseException:
+            self.allow_blocking = True  # the start-up error is the news
             self.stop()  # the constructor fails: nobody else could stop it
             raise
 
@@ -214,15 +265,147 @@ class Server:
                     block, buffer = buffer.split("\n\n", 1)
                     yield from parse_sse(block + "\n\n")
 
+    def log_text(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def blocked(self) -> List[str]:
+        """The watchdog's hub-blocked reports so far (see :func:`blocked_reports`)."""
+        return blocked_reports(self.log_text())
+
     def stop(self) -> None:
+        """Stop gunicorn; fail if the watchdog reported a blocked hub (see the class)."""
+        if self._stopped:
+            return
+        self._stopped = True
         stop_process_group(self.proc)
         self._log.close()
+        if not self.allow_blocking:
+            reports = [report for report in self.blocked() if blocked_in_our_code(report)]
+            if reports:
+                raise AssertionError(
+                    f"the gevent hub was blocked for more than {MAX_BLOCKING_TIME}s "
+                    f"({len(reports)} report(s) in {self.log_path}); first:\n{reports[0]}")
 
     def __enter__(self) -> "Server":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+#: The longest the probe allows for each of its requests (seconds).
+PROBE_LIMIT = 0.2
+#: The longest any probe may take while a fault saturates the worker's CPU (see Probing).
+SATURATED_LIMIT = 1.0
+
+
+def probe(url: str, task_id: str = "", *, limit: float = PROBE_LIMIT,
+          headers: Optional[dict] = None) -> Dict[str, float]:
+    """One liveness probe of a real server: the agent card and a GetTask must each
+    answer within ``limit`` seconds.  Returns the two times; fails the test otherwise.
+
+    ``task_id`` defaults to an id no task has (a -32001 answer still goes to the
+    store).  The time is the server's: from sending the request to its answer's
+    headers (requests' ``elapsed``), so a slow test process does not count.
+    """
+    with requests.Session() as session:
+        card = session.get(url + "/.well-known/agent-card.json", timeout=5)
+        get = session.post(url + "/a2a", json=rpc_body(
+            "GetTask", {"id": task_id or "no-such-task-probe"}), headers={**V1, **(headers or {})},
+            timeout=5)
+    times = {"card": card.elapsed.total_seconds(), "GetTask": get.elapsed.total_seconds()}
+    assert card.status_code == 200, f"card: HTTP {card.status_code}"
+    assert get.status_code == 200 and ("result" in get.json() or "error" in get.json()), get.text
+    slow = {name: t for name, t in times.items() if t > limit}
+    assert not slow, f"the worker answered the probe too slowly: {slow} (limit {limit}s)"
+    return times
+
+
+class Probing:
+    """Probe a server every ``interval`` seconds while a fault is on:
+    ``with Probing(server.url, task_id) as probing: ...``; leaving the block fails the
+    test if any probe failed (too slow, wrong answer or no answer) or none ran.
+
+    The probes run in a process of their own: in a thread of the test process they
+    would wait for the GIL whenever the test itself computes (reading a fast stream,
+    say), and measure the test's slowness, not the worker's.
+
+    ``saturating=True`` is for a fault that keeps the worker's CPU busy on purpose
+    (an executor flooding events): on a machine with other work the OS alone can
+    then delay an answer past ``limit``, so up to 5 % of the probes may take up to
+    ``SATURATED_LIMIT``; a frozen worker still fails (it misses every probe).
+    """
+
+    def __init__(self, url: str, task_id: str = "", *, interval: float = 0.1,
+                 limit: float = PROBE_LIMIT, headers: Optional[dict] = None,
+                 saturating: bool = False) -> None:
+        self.limit, self.saturating = limit, saturating
+        self.args = json.dumps({"url": url, "task_id": task_id, "interval": interval,
+                                "limit": SATURATED_LIMIT if saturating else limit,
+                                "headers": headers or {}})
+        self.slow: List[str] = []
+        self.count = 0
+        self.worst = 0.0
+        self.failures: List[str] = []
+        self._proc: Optional[subprocess.Popen] = None
+
+    def __enter__(self) -> "Probing":
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _PROBE_LOOP, self.args], cwd=ROOT, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        assert self._proc.stdout.readline().strip() == "ready"
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        proc = self._proc
+        assert proc is not None and proc.stdin is not None and proc.stdout is not None
+        proc.stdin.close()  # the loop's signal to stop
+        timer = threading.Timer(15, proc.kill)
+        timer.start()
+        try:
+            out = proc.stdout.read()
+            proc.wait()
+        finally:
+            timer.cancel()
+        for line in out.splitlines():
+            record = json.loads(line)
+            self.count += 1
+            if "error" in record:
+                self.failures.append(f"{record['at']} {record['error']}")
+            else:
+                self.worst = max(self.worst, *record["times"].values())
+                if max(record["times"].values()) > self.limit:
+                    self.slow.append(f"{record['at']} {record['times']}")
+        if self.slow and (not self.saturating or len(self.slow) > self.count // 20):
+            self.failures.append(f"{len(self.slow)} answered after {self.limit}s: "
+                                 f"{self.slow[:3]}")
+        if exc_type is None:
+            assert self.count > 0, "no probe ran"
+            assert not self.failures, (f"{len(self.failures)} of {self.count} probes failed; "
+                                       f"first: {self.failures[0]}")
+
+
+# The probe loop of Probing: one JSON line per probe until stdin closes.
+_PROBE_LOOP = """
+import json, select, sys, time
+import requests
+from tests.helpers import probe
+args = json.loads(sys.argv[1])
+print("ready", flush=True)
+while True:
+    try:
+        times = probe(args["url"], args["task_id"], limit=args["limit"], headers=args["headers"])
+        record = {"times": times}
+    except (AssertionError, requests.RequestException, ValueError) as exc:
+        record = {"error": str(exc)}
+    record["at"] = time.strftime("%H:%M:%S")
+    print(json.dumps(record), flush=True)
+    if select.select([sys.stdin], [], [], args["interval"])[0]:
+        break  # stdin closed (EOF is readable)
+"""
 
 
 #: Top-level members the union card adds for 0.3 and 0.1 clients (see a2a_flask.protocol.cards).
@@ -258,8 +441,9 @@ class WebhookReceiver:
 
     ``script`` lists what to answer to the next requests, in order: an int is
     a status code, a float is seconds to stall before answering 200 (for
-    timeouts), ``("redirect", url)`` answers 302; once it is used up every
-    push gets ``default`` (200).
+    timeouts), ``("redirect", url)`` answers 302, ``(status, headers)`` answers
+    with those headers (``(429, {"Retry-After": "1"})``); once it is used up
+    every push gets ``default`` (200).
     """
 
     def __init__(self, default: int = 200) -> None:
@@ -282,15 +466,19 @@ class WebhookReceiver:
         request = Request(environ)
         body = request.get_data()
         record = {"path": request.path, "headers": dict(request.headers),
-                  "body": body, "json": json.loads(body) if body else None}
+                  "body": body, "json": json.loads(body) if body else None,
+                  "at": time.monotonic()}
         with self._lock:
             action = self.script.pop(0) if self.script else self.default
             self.attempts.append(record)
         if isinstance(action, float):
             time.sleep(action)
             action = 200
-        if isinstance(action, tuple):
+        if isinstance(action, tuple) and action[0] == "redirect":
             response = Response("", status=302, headers={"Location": action[1]})
+        elif isinstance(action, tuple):
+            response = Response("{}", status=action[0], headers=action[1],
+                                mimetype="application/json")
         else:
             response = Response("{}", status=action, mimetype="application/json")
         if 200 <= response.status_code < 300:

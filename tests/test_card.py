@@ -31,6 +31,7 @@ from a2a_flask.engine.service import CallContext
 from .conftest import echo, make_card
 from .helpers import (
     ALICE,
+    LEGACY_CARD_MEMBERS,
     V1,
     bearer_auth,
     card_v1_view,
@@ -126,6 +127,49 @@ def test_card_carries_the_0_3_members_derived_from_the_0_3_interface(client):
     assert card["preferredTransport"] == "JSONRPC"
     assert {"url": legacy["url"], "transport": "JSONRPC"} in card["additionalInterfaces"]
     assert card["supportsAuthenticatedExtendedCard"] is False
+
+
+def _strict_app(**config: Any) -> Flask:
+    """An agent with a bearer scheme (whose 0.3 form the union card adds) and extensions."""
+    app = Flask("strict_card")
+    app.config.update({"A2A_" + k.upper(): v for k, v in config.items()})
+    card = make_card(capabilities=AgentCapabilities(streaming=True, extensions=[
+        AgentExtension(uri="https://example.com/ext/v1", description="optional")]))
+    A2A(app, card=card, executor=echo, store="memory://", auth=bearer_auth(),
+        auth_required=False)
+    return app
+
+
+@pytest.mark.parametrize("setting", [False, 0], ids=["False", "0-from-env"])
+def test_legacy_card_off_serves_the_pure_1_0_card(setting):
+    app = _strict_app(legacy_card=setting)
+    try:
+        client = app.test_client()
+        for path in (CARD_PATHS[0], CARD_PATHS[1], "/a2a" + CARD_PATHS[0]):
+            card = client.get(path).get_json()
+            validate(card, "Agent Card")  # the whole document: no member beyond 1.0's
+            assert not set(card) & set(LEGACY_CARD_MEMBERS), sorted(card)
+            assert card["securitySchemes"] == {
+                "bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}
+            # The 0.3 interfaces stay listed: a valid 1.0 AgentInterface each.
+            assert interface(card, "JSONRPC", "0.3")["url"] == jsonrpc_url(card)
+            assert_url_serves_jsonrpc(client, jsonrpc_url(card))
+    finally:
+        _close(app)
+
+
+def test_the_default_union_card_is_refused_by_the_strict_1_0_schema():
+    """What the setting is for: a strict 1.0 reader refuses the union card."""
+    import jsonschema
+
+    app = _strict_app()
+    try:
+        card = get_card(app.test_client())
+        assert card["protocolVersion"] == "0.3.0" and card["securitySchemes"]["bearer"]["type"]
+        with pytest.raises(jsonschema.ValidationError):
+            validate(card, "Agent Card")
+    finally:
+        _close(app)
 
 
 def test_card_declares_jsonrpc_1_0_interface_first(client):

@@ -274,3 +274,39 @@ def test_headers_token_and_tenant_reach_the_agent(agent_server):
     assert code == cli.EXIT_A2A_ERROR and "AuthenticationRequiredError" in err
     code, _, err = call("send", agent_server.url, "x", "-H", "no-colon")
     assert code == 2 and "expected 'Name: value'" in err
+
+
+# ------------------------------------------------------------------ URLs that are not agents
+
+
+def test_a_url_with_no_agent_says_so_and_exits_2(agent_server):
+    """The host serves an agent at /a2a: other paths on it are not that agent, even
+    though the host root has its card (the client used to fall back to it)."""
+    result = run("card", agent_server.url + "/nope")  # as a user would, in a subprocess
+    assert result.returncode == cli.EXIT_USAGE == 2, (result.stdout, result.stderr)
+    assert result.stdout == ""
+    assert result.stderr == (f"error: No agent at {agent_server.url}/nope: the host's card at "
+                             f"{agent_server.url}/.well-known/agent-card.json is for an agent at "
+                             f"{agent_server.url}/a2a, {agent_server.url}/a2a/rest\n")
+    for path in ("/nope/deeper/", "/a2a/rest/nope", "/a2ax"):
+        code, out, err = call("card", agent_server.url + path)
+        assert code == 2 and out == "", (path, out, err)
+        assert err.startswith(f"error: No agent at {agent_server.url}{path}: "), err
+    with LocalHTTP({}) as empty:  # a web server with no card at all
+        result = run("card", empty.url + "/nope", module=True)
+    assert result.returncode == 2 and "there is no agent at" in result.stderr, result.stderr
+    # The agent's own URLs still find it: its endpoint, its REST base, the card itself.
+    for path in ("/a2a", "/a2a/rest/", "/.well-known/agent-card.json"):
+        code, out, err = call("card", agent_server.url + path)
+        assert code == 0 and "Client test agent" in out, (path, err)
+
+
+def test_a_host_that_serves_the_card_only_at_its_root_is_found_from_the_endpoint(agent_server):
+    """As other servers do: the card at the root names the endpoint under a path."""
+    card = {"name": "Root card agent", "url": "http://127.0.0.1:1/rpc", "version": "1",
+            "protocolVersion": "0.3", "capabilities": {}, "skills": []}
+    with LocalHTTP({"/.well-known/agent-card.json": card}) as host:
+        card["url"] = host.url + "/rpc"
+        assert call("card", host.url + "/rpc")[0] == 0
+        code, _, err = call("card", host.url + "/other")
+    assert code == 2 and f"is for an agent at {host.url}/rpc" in err

@@ -306,6 +306,16 @@ def test_message_to_a_finished_task_is_unsupported_operation(agent):
         agent.send("again", task_id=task.id)
 
 
+def test_subscribe_to_a_finished_or_unknown_task_raises_in_every_dialect(agent):
+    """0.x servers send these errors as one stream event, 1.0 as a plain answer: the
+    client raises the same errors either way."""
+    task = agent.send("hello")
+    with pytest.raises(UnsupportedOperationError):
+        list(agent.subscribe(task.id))
+    with pytest.raises(TaskNotFoundError):
+        list(agent.subscribe("no-such-task"))
+
+
 # ------------------------------------------------------------------ 1.0-only operations
 
 

@@ -467,11 +467,42 @@ def test_v03_tasks_resubscribe_with_last_event_id_replays_the_rest(client):
         (e["id"], e["data"]) for e in full if int(e["id"]) > int(cut)]
 
 
-def test_v03_tasks_resubscribe_terminal_or_unknown_task_is_a_plain_error(client):
+def error_event(response) -> Dict[str, Any]:
+    """The one event of a stream that failed before its first result: a JSON-RPC error."""
+    assert response.status_code == 200
+    assert response.mimetype == "text/event-stream", response.get_data(as_text=True)[:500]
+    events = parse_sse(response.get_data(as_text=True))
+    # A plain data event, as 0.3 servers send it (no "event: error" name).
+    assert len(events) == 1 and "event" not in events[0], events
+    body = events[0]["data"]
+    assert body["jsonrpc"] == "2.0" and body["id"] == 1, body
+    return body
+
+
+def test_v03_tasks_resubscribe_terminal_or_unknown_task_is_one_error_event(client):
+    """A 0.3 client opened a stream and reads events: the error arrives as one."""
     task = task03(client, "hello")
-    body = v03(call(client, "tasks/resubscribe", {"id": task["id"]}), "SendStreamingMessageResponse")
+    body = v03(error_event(post(client, "tasks/resubscribe", {"id": task["id"]})),
+               "SendStreamingMessageResponse")
     assert reason(error(body, -32004)) == "UNSUPPORTED_OPERATION"
-    error(call(client, "tasks/resubscribe", {"id": "nope"}), -32001)
+    body = v03(error_event(post(client, "tasks/resubscribe", {"id": "nope"})),
+               "SendStreamingMessageResponse")
+    assert reason(error(body, -32001)) == "TASK_NOT_FOUND"
+    # Malformed params are not the operation's error: a plain response.
+    error(call(client, "tasks/resubscribe", {"id": 5}), -32602)
+
+
+def test_v01_tasks_resubscribe_to_a_finished_0_1_task_is_one_error_event(client):
+    task_id = new_id()
+    send01(client, task_id, "hello")
+    body = error_event(post(client, "tasks/resubscribe", {"id": task_id}))
+    error(v01(body, "SendTaskStreamingResponse"), -32004)
+
+
+def test_v1_subscribe_to_a_finished_or_unknown_task_stays_a_plain_error(client):
+    task = task03(client, "hello")
+    error(call(client, "SubscribeToTask", {"id": task["id"]}, version="1.0"), -32004)
+    error(call(client, "SubscribeToTask", {"id": "nope"}, version="1.0"), -32001)
 
 
 # ================================================================== 0.3: push configs

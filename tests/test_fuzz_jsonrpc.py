@@ -33,14 +33,17 @@ import pytest
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
+from a2a_flask.push.guard import header_value_problem
+
 from .fuzzkit import (
     BARE, FULL, HOOK_URL, MAX_BODY, MAX_FILE, MAX_PARTS, OPTIONAL_EXT, OWNER, REQUIRED_EXT,
     SEED_COMPLETED, SEED_CONFIG, SEED_INPUT, SEED_WORKING, STATE_NAMES, STRICT, USER_INDEX,
     a2a_version_garbage, bad_base64, bad_id, bad_page_sizes, bad_roles_v1, bad_states,
-    bad_timestamps, check_rpc_answer, deep_values, either, Expect, finite_floats, Flavor, fuzz,
+    bad_timestamps, check_rpc_answer, check_rpc_envelope, deep_values, either, Expect, finite_floats, Flavor, fuzz,
     good_history,
     header_garbage, hostile_ids, hostile_text, is_json_content_type, json_objects, json_scalars,
-    json_values, keys, last_event_id_garbage, negative_ints, nested, not_an_int, served_version,
+    json_values, keys, last_event_id_garbage, negative_ints, nested, not_an_int, not_html,
+    served_version,
     text, unknown_ids, v01_whole, v03_whole, v1_card, v1_result, World, wrong_for_bool,
     wrong_for_list, wrong_for_object, wrong_for_string,
 )
@@ -266,9 +269,9 @@ SPECS_V1 = [
          # a SendMessageConfiguration): without one, no task is found.
          [F(("taskId",), "task_ref", required=True, refs=ALL_OK, missing=E001 | E602),
           F(("url",), "url", True),
-          F(("id",), "idstr"), F(("token",), "str"), F(("authentication",), "auth"),
-          F(("authentication", "scheme"), "str", required=True),
-          F(("authentication", "credentials"), "str"), F(("tenant",), "tenant"),
+          F(("id",), "idstr"), F(("token",), "header"), F(("authentication",), "auth"),
+          F(("authentication", "scheme"), "header", required=True),
+          F(("authentication", "credentials"), "header"), F(("tenant",), "tenant"),
           F(("extra",), "extra")],
          validate=v1_result("Task Push Notification Config"), capability="push", tenant=E001),
     Spec("1.0", "GetTaskPushNotificationConfig", {"taskId": SEED_COMPLETED, "id": SEED_CONFIG},
@@ -342,10 +345,10 @@ SPECS_V03 = [
           F(("pushNotificationConfig",), "obj", required=True),
           F(("pushNotificationConfig", "url"), "url", required=True),
           F(("pushNotificationConfig", "id"), "idstr"),
-          F(("pushNotificationConfig", "token"), "str"),
+          F(("pushNotificationConfig", "token"), "header"),
           F(("pushNotificationConfig", "authentication"), "lenient"),
           F(("pushNotificationConfig", "authentication", "schemes"), "lenient"),
-          F(("pushNotificationConfig", "authentication", "credentials"), "str"),
+          F(("pushNotificationConfig", "authentication", "credentials"), "header"),
           F(("extra",), "extra")],
          validate=v03_whole("SetTaskPushNotificationConfigResponse"), capability="push"),
     Spec("0.3", "tasks/pushNotificationConfig/get",
@@ -399,7 +402,7 @@ SPECS_V01 = [
          [F(("id",), "task_ref", required=True, refs=ALL_OK),
           F(("pushNotificationConfig",), "obj", required=True),
           F(("pushNotificationConfig", "url"), "url", required=True),
-          F(("pushNotificationConfig", "token"), "str"),
+          F(("pushNotificationConfig", "token"), "header"),
           F(("pushNotificationConfig", "authentication"), "lenient"), F(("extra",), "extra")],
          validate=v01_whole("SetTaskPushNotificationResponse"), capability="push"),
     Spec("0.1", "tasks/pushNotification/get", {"id": SEED_COMPLETED},
@@ -561,7 +564,8 @@ def push_inline(kind: str, flavor: Flavor) -> st.SearchStrategy[Tuple[Any, Any]]
     """A push config inside a send: valid ones need the push capability (-32003)."""
     valid = Expect.success() if flavor.push else Expect.error(-32003)
     if kind == "push_inline_v1":
-        good = st.builds(lambda token: {"url": HOOK_URL, "token": token}, hostile_text)
+        good = st.builds(lambda token: {"url": HOOK_URL, "token": token},
+                         hostile_text.filter(lambda t: not header_value_problem(t)))
         bad = st.one_of(
             wrong_for_object.filter(lambda v: v is not None),
             st.sampled_from([{}, {"url": ""}, {"token": "t"}, {"url": HOOK_URL,
@@ -571,7 +575,8 @@ def push_inline(kind: str, flavor: Flavor) -> st.SearchStrategy[Tuple[Any, Any]]
         )
     else:  # 0.3 / 0.1: {url, token, authentication: {schemes: [...]}}
         good = st.builds(lambda token: {"url": HOOK_URL, "token": token,
-                                        "authentication": {"schemes": ["Bearer"]}}, hostile_text)
+                                        "authentication": {"schemes": ["Bearer"]}},
+                         hostile_text.filter(lambda t: not header_value_problem(t)))
         bad = st.one_of(
             wrong_for_object.filter(lambda v: v is not None),
             st.sampled_from([{}, {"url": ""}, {"token": "t"}]),
@@ -625,6 +630,12 @@ def field_mutations(spec: Spec, field: F, flavor: Flavor) -> st.SearchStrategy[T
                         lambda v: (v, BASE))]
         if field.required:
             strategy.append(st.just(("", E602)))
+    elif kind == "header":  # sent as a webhook header: test_push_headers has the rules
+        strategy = [wrong_for_string.map(lambda v: (v, E602)),
+                    hostile_text.filter(lambda s: s or not field.required).map(
+                        lambda v: (v, E602 if header_value_problem(v) else BASE))]
+        if field.required:
+            strategy.append(st.just(("", E602)))
     elif kind == "url":
         strategy = [wrong_for_string.map(lambda v: (v, E602)), st.just(("", E602)),
                     hostile_text.filter(bool).map(lambda v: (v, BASE | E602))]
@@ -642,7 +653,8 @@ def field_mutations(spec: Spec, field: F, flavor: Flavor) -> st.SearchStrategy[T
         strategy = [wrong_for_object.filter(lambda v: v is not None).map(lambda v: (v, E602)),
                     st.just(({}, E602)),
                     st.tuples(hostile_text.filter(bool), hostile_text).map(
-                        lambda v: ({"scheme": v[0], "credentials": v[1]}, BASE))]
+                        lambda v: ({"scheme": v[0], "credentials": v[1]},
+                                   E602 if any(map(header_value_problem, v)) else BASE))]
     elif kind == "list_str":
         strategy = [wrong_for_list.map(lambda v: (v, E602)),
                     st.lists(wrong_for_string, min_size=1, max_size=3).map(lambda v: (v, E602)),
@@ -850,9 +862,9 @@ def odd_method_names() -> st.SearchStrategy[str]:
 
 def envelope_expect(body: Dict[str, Any], version: Optional[str]) -> Tuple[Expect, Any]:
     """The outcome a defective envelope may get, and the id the answer must carry."""
-    request_id = body.get("id")
-    if request_id is None or isinstance(request_id, bool) or not isinstance(request_id,
-                                                                             (str, int)):
+    request_id = body.get("id")  # None: absent or null, a notification
+    if request_id is not None and (isinstance(request_id, bool)
+                                   or not isinstance(request_id, (str, int))):
         return Expect.error(-32600), None
     defects = set()
     if body.get("jsonrpc") != "2.0":
@@ -877,6 +889,10 @@ def envelope_expect(body: Dict[str, Any], version: Optional[str]) -> Tuple[Expec
     if defects:
         return Expect.error(*defects), request_id
     assert spec is not None
+    if request_id is None:
+        # Method and params are checked before the missing id is refused: params the
+        # method cannot read are -32602, anything else is the refusal, -32600.
+        return Expect.error(-32600, -32602), None
     return ANY_A2A, request_id
 
 
@@ -900,7 +916,8 @@ def test_bad_envelopes_get_the_code_of_their_defect(world, spec, jsonrpc, reques
                                                     params, extra):
     """Wrong ``jsonrpc``, ids of every JSON type, bad or unknown method names and
     non-object params: -32600 / -32601 / -32602 / -32009 as the defect says; the id is
-    echoed when it was a string or an integer (even a huge one), else null."""
+    echoed when it was a string or an integer (even a huge one), else null.  A request
+    without an id gets the code of its other defects first, and -32600 only after."""
     body: Dict[str, Any] = {**extra}
     for key, value, keep in (("jsonrpc", jsonrpc, None), ("id", request_id, None),
                              ("method", method, spec.method), ("params", params, spec.template)):
@@ -970,15 +987,39 @@ content_types = st.one_of(
 @fuzz(1.0)
 @given(spec=st.sampled_from(ALL_SPECS), content_type=content_types)
 def test_wrong_content_type_is_content_type_not_supported(world, spec, content_type):
-    """A body that is not declared as JSON is refused with -32005 before it is read
-    (so with a null id); JSON types, ``+json`` suffixes and parameters are accepted."""
+    """A body that is not declared as JSON is refused with -32005 before anything else
+    is checked, echoing the id the body holds (it is parsed only to find it); JSON
+    types, ``+json`` suffixes and parameters are accepted."""
     if is_json_content_type(content_type):
-        expect, request_id = spec.base, 1
+        expect = spec.base
     else:
-        expect, request_id = Expect.error(-32005), None
+        expect = Expect.error(-32005)
+    request_id = 1
     exchange(world, valid_request(spec), request_id=request_id, expect=expect,
              what=f"content type {content_type!r}", version=spec.version,
              content_type=content_type, validate_result=spec.validate)
+
+
+@fuzz(0.5)
+@given(verb=st.sampled_from(["GET", "PUT", "DELETE", "PATCH", "TRACE"]),
+       path=st.sampled_from(["/a2a", "/a2a/", "/a2a?A2A-Version=1.0"]),
+       body=st.one_of(st.none(), st.sampled_from(ALL_SPECS).map(valid_request)),
+       content_type=content_types)
+def test_other_verbs_on_the_endpoint_are_405_json_rpc_errors(world, verb, path, body,
+                                                            content_type):
+    """Whatever the verb, headers or body, the JSON-RPC URL answers in JSON-RPC: 405,
+    ``Allow: POST``, -32600 with a null id, and nothing changes."""
+    before = world.snapshot()
+    data = None if body is None else encode_body(world, body)
+    response = world.client.open(path, method=verb, data=data, content_type=content_type,
+                                 headers=world.required_headers)
+    assert response.status_code == 405 and response.headers["Allow"] == "POST"
+    not_html(response)
+    assert response.mimetype == "application/json", response.mimetype
+    answer = response.get_json()
+    check_rpc_envelope(answer, None)
+    assert answer["error"]["code"] == -32600
+    world.assert_unchanged(before, f"{verb} {path}")
 
 
 # ================================================================== properties: params

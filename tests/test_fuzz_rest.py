@@ -318,7 +318,7 @@ nonblank_unparseable = unparseable.filter(lambda b: b.strip() != b"")
        data=st.data())
 def test_rest_body_defects_get_their_exact_error(world, route, tenant, defect, data):
     """Bodies to every route that reads one: bad JSON is 400 PARSE_ERROR, JSON that is
-    not an object is 400 INVALID_PARAMS, a non-JSON Content-Type is 400
+    not an object is 400 INVALID_PARAMS, a non-JSON Content-Type is 415
     CONTENT_TYPE_NOT_SUPPORTED and an oversized body is 413 PAYLOAD_TOO_LARGE, before
     the path's task is even looked at."""
     if route.version == "0.3":
@@ -335,7 +335,7 @@ def test_rest_body_defects_get_their_exact_error(world, route, tenant, defect, d
         content_type = data.draw(content_types.filter(
             lambda ct: ct is not None and ct != "" and not is_json_content_type(ct)))
         body = b'{"message": {}}'
-        expect = rest_error((400, "CONTENT_TYPE_NOT_SUPPORTED"))
+        expect = rest_error((415, "CONTENT_TYPE_NOT_SUPPORTED"))
     else:
         body = b'{"metadata": {"pad": "' + b"x" * MAX_BODY + b'"}}'
         expect = rest_error(TOO_LARGE)
@@ -692,7 +692,7 @@ def test_rest_headers_version_credentials_extensions_content_type(
     elif not rest_version_ok(version, route.version):
         expect = rest_error((400, "VERSION_NOT_SUPPORTED"))
     elif body is not None and not is_json_content_type(content_type):
-        expect = rest_error((400, "CONTENT_TYPE_NOT_SUPPORTED"))
+        expect = rest_error((415, "CONTENT_TYPE_NOT_SUPPORTED"))
     else:
         if who != OWNER and route.refs is not None:
             expect = RestExpect.of(E001)  # bob does not see alice's tasks

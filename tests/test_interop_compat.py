@@ -384,6 +384,26 @@ def test_sdk_0_3_jsonrpc_resubscribe_to_a_live_task(server):
     assert kind(resubscribed[-1]) == "CANCELED"
 
 
+def test_sdk_0_3_jsonrpc_resubscribe_to_a_finished_or_unknown_task_raises(server):
+    """The server sends these errors as one event of a stream (as 0.3 servers did): the
+    0.3 transport, which opened a stream, raises the matching errors."""
+    async def main():
+        async with sdk(server, "JSONRPC", "0.3") as clients:
+            done = await collect(clients.streaming.send_message(request("tck-complete-task-1")))
+            task_id = next(e.task.id for e in done if e.HasField("task"))
+            raised = []
+            for target in (task_id, "no-such-task"):
+                try:
+                    await asyncio.wait_for(collect(clients.streaming.subscribe(
+                        SubscribeToTaskRequest(id=target))), 10)
+                except (A2AClientError, TaskNotFoundError, UnsupportedOperationError) as exc:
+                    raised.append(exc)
+            return raised
+
+    raised = run(main())
+    assert [type(e) for e in raised] == [UnsupportedOperationError, TaskNotFoundError], raised
+
+
 # ================================================================== (c) live streams per dialect
 
 

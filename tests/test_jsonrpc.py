@@ -206,15 +206,28 @@ def test_unknown_top_level_envelope_members_are_ignored(client):
     None,
     "application/x-www-form-urlencoded",
 ])
-def test_non_json_content_type_is_32005(client, content_type):
-    response = post_raw(client, json.dumps(rpc_body("SendMessage", send_params())),
+def test_non_json_content_type_is_32005_echoing_the_id_of_a_json_body(client, content_type):
+    response = post_raw(client, json.dumps(rpc_body("SendMessage", send_params(), "ct-1")),
                         content_type=content_type)
-    error = assert_error(response, -32005, None)
+    error = assert_error(response, -32005, "ct-1")
     assert "contentType" in error_info(error)["metadata"]
 
 
-def test_content_type_is_checked_before_json_parsing(client):
-    assert_error(post_raw(client, b"{not json", content_type="text/plain"), -32005, None)
+@pytest.mark.parametrize("raw", [
+    b"{not json",
+    b'[{"jsonrpc": "2.0", "id": 1, "method": "ListTasks"}]',
+    b'{"jsonrpc": "2.0", "id": true, "method": "ListTasks"}',
+    b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ListTasks"}',
+    b'{"jsonrpc": "2.0", "method": "ListTasks"}',
+], ids=["not-json", "batch", "bool-id", "object-id", "no-id"])
+def test_content_type_comes_first_and_an_unreadable_id_is_null(client, raw):
+    assert_error(post_raw(client, raw, content_type="text/plain"), -32005, None)
+
+
+def test_wrong_content_type_with_an_oversized_body_is_still_32005(make_app):
+    client = make_app(store="memory://", max_content_length=64).test_client()
+    body = json.dumps(rpc_body("SendMessage", send_params("x" * 200), "big"))
+    assert_error(post_raw(client, body, content_type="text/plain"), -32005, None)
 
 
 # ------------------------------------------------------------------ stage 2: JSON
@@ -279,6 +292,78 @@ def test_invalid_request_is_32600(client, body, request_id):
 def test_invalid_request_names_the_faulty_member(client, body, field):
     error = assert_error(post_json(client, body), -32600)
     assert [v["field"] for v in field_violations(error)] == [field]
+
+
+# ------------------------------------------------------------------ other verbs
+
+
+@pytest.mark.parametrize("verb", ["GET", "PUT", "DELETE", "PATCH"])
+@pytest.mark.parametrize("path", ["/a2a", "/a2a/"])
+def test_other_verbs_on_the_endpoint_are_405_with_a_json_rpc_error(client, verb, path):
+    response = client.open(path, method=verb)
+    assert response.status_code == 405, response.data
+    assert response.headers["Allow"] == "POST"
+    assert response.mimetype == "application/json"
+    body = response.get_json()
+    assert set(body) == {"jsonrpc", "id", "error"} and body["id"] is None
+    assert body["error"]["code"] == -32600
+    assert error_info(body["error"])["reason"] == "INVALID_REQUEST"
+
+
+def test_with_an_empty_prefix_the_apps_own_root_routes_keep_their_verbs(make_app):
+    app = make_app(store="memory://", url_prefix="")
+    app.add_url_rule("/", "index", lambda: "home")
+    client = app.test_client()
+    assert client.get("/").data == b"home"
+    assert_error(post_json(client, rpc_body("NoSuchMethod", {}, "r"), path="/"), -32601, "r")
+
+
+def test_other_verbs_under_the_endpoint_keep_the_rest_error_shape(client):
+    response = client.open("/a2a/nowhere", method="GET")
+    assert response.status_code == 404 and "error" in response.get_json()
+    assert "jsonrpc" not in response.get_json()
+
+
+# ------------------------------------------------------------------ requests without an id
+
+
+@pytest.mark.parametrize("body, headers, code", [
+    ({"jsonrpc": "2.0", "method": "message/ssend", "params": {}}, {}, -32601),
+    ({"jsonrpc": "2.0", "method": "message/send", "params": {"": "not_a_dict"}}, {}, -32602),
+    ({"jsonrpc": "2.0", "method": "tasks/get", "params": {"id": 5}}, {}, -32602),
+    ({"jsonrpc": "2.0", "method": "NoSuchMethod", "params": {}}, V1, -32601),
+    ({"jsonrpc": "2.0", "method": "GetTask", "params": {"historyLength": "x"}}, V1, -32602),
+    ({"jsonrpc": "2.0", "method": "GetTask", "params": {"id": "t"}}, {"A2A-Version": "9.9"},
+     -32009),
+    ({"jsonrpc": "2.0", "id": None, "method": "message/ssend"}, {}, -32601),
+], ids=["0.3-unknown-method", "0.3-bad-params", "0.3-bad-id-type", "1.0-unknown-method",
+        "1.0-bad-params", "bad-version", "null-id-unknown-method"])
+def test_without_id_the_method_and_params_are_checked_first(client, body, headers, code):
+    assert_error(post_json(client, body, headers=headers), code, None)
+
+
+@pytest.mark.parametrize("method, params, headers", [
+    ("message/send", {"message": {"kind": "message", "messageId": "n-1", "role": "user",
+                                  "parts": [{"kind": "text", "text": "hi"}]}}, {}),
+    ("SendMessage", send_params("hi"), V1),
+    ("tasks/send", {"id": "notified-01", "message": {"role": "user",
+                                                     "parts": [{"type": "text", "text": "hi"}]}},
+     {}),
+])
+def test_a_valid_request_without_id_is_refused_and_starts_nothing(make_app, method, params,
+                                                                  headers):
+    calls: List[str] = []
+    client = make_app(lambda ctx: calls.append(ctx.text), store="memory://").test_client()
+    body = {"jsonrpc": "2.0", "method": method, "params": params}
+    error = assert_error(post_json(client, body, headers=headers), -32600, None)
+    assert [v["field"] for v in field_violations(error)] == ["id"]
+    listed = rpc(client, "ListTasks", {})["result"]
+    assert listed["tasks"] == [] and calls == []
+
+
+def test_a_batch_of_requests_without_ids_is_still_32600(client):
+    batch = [{"jsonrpc": "2.0", "method": "message/ssend", "params": {}}]
+    assert_error(post_json(client, batch, headers={}), -32600, None)
 
 
 def test_envelope_is_checked_before_version(client):

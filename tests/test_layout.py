@@ -22,10 +22,12 @@ ALLOWED: Dict[str, Set[str]] = {
     "dialects": {"protocol"},
     "stores": {"protocol"},
     "signing": set(),
-    "push": {"stores", "protocol", "signing"},
-    "engine": {"push", "stores", "protocol"},
-    "web": {"engine", "dialects", "push", "stores", "signing", "protocol"},
-    "client": {"dialects", "protocol", "signing"},
+    "push": {"stores", "protocol", "signing", "observe"},
+    "engine": {"push", "stores", "protocol", "observe"},
+    "web": {"engine", "dialects", "push", "stores", "signing", "protocol", "observe"},
+    "client": {"dialects", "protocol", "signing", "observe"},
+    # Observability sits at the bottom (beside the leaves): every layer may report to it.
+    "observe": set(),
     "testing": {"client", "web", "protocol"},
     # The compatibility paths of 0.1 re-export what moved.
     "models": {"protocol"},
@@ -35,7 +37,8 @@ ALLOWED: Dict[str, Set[str]] = {
     "__main__": {"client"},
 }
 #: Parts that must work without Flask (they are shared with clients and tools).
-NO_FLASK = {"protocol", "dialects", "stores", "signing", "push", "engine", "client", *LEAVES}
+NO_FLASK = {"protocol", "dialects", "stores", "signing", "push", "engine", "client", "observe",
+            *LEAVES}
 
 
 def module_name(path: Path) -> str:

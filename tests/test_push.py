@@ -242,6 +242,13 @@ def outcomes():
     signals.push_failed.disconnect(on_failed)
 
 
+def of_task(outcomes: Dict[str, List[Dict[str, Any]]], kind: str,
+            task_id: str) -> List[Dict[str, Any]]:
+    """The outcomes of one task: the signals are global, and a delivery thread of an
+    earlier test (its app closed while a send was in flight) may still report one."""
+    return [info for info in outcomes[kind] if info["task_id"] == task_id]
+
+
 # Two stores (one in-process, one shared): the store contract tests cover the rest.
 TWO_STORES = pytest.mark.parametrize("store_url", ["memory", "sqlite"], indirect=True)
 
@@ -251,29 +258,30 @@ def test_failed_pushes_are_retried_in_order_until_they_arrive(make_app, store_ur
                                                              outcomes):
     receiver.script = [500, 503, 0.0, 500]  # two failures, a success, one more failure
     client = make_app(chunky, store=store_url, **PUSH, **FAST).test_client()
-    send_with_webhook(client, receiver.hook())
+    task = send_with_webhook(client, receiver.hook())
     pushes = receiver.wait_for(finished)
     assert [next(iter(p["json"])) for p in pushes] == [
         "task", "statusUpdate", "artifactUpdate", "artifactUpdate", "artifactUpdate",
         "statusUpdate"]
     assert len(receiver.attempts) == len(pushes) + 3
-    failed = outcomes["failed"]
+    failed = of_task(outcomes, "failed", task["id"])
     assert [(f["status"], f["attempt"], f["gave_up"]) for f in failed] == [
         (500, 1, False), (503, 2, False), (500, 1, False)]
     assert "HTTP 500" in failed[0]["error"]
-    assert [s["attempt"] for s in outcomes["sent"]][:2] == [3, 2]
+    assert [s["attempt"] for s in of_task(outcomes, "sent", task["id"])][:2] == [3, 2]
 
 
 def test_a_webhook_that_times_out_is_retried(make_app, receiver, outcomes):
     receiver.script = [2.5]  # longer than the 1 s push timeout
     client = make_app(chunky, **PUSH, **FAST).test_client()
-    send_with_webhook(client, receiver.hook())
+    task = send_with_webhook(client, receiver.hook())
     pushes = receiver.wait_for(finished, timeout=20)
     states = [state_of(p["json"]) for p in pushes if state_of(p["json"])]
     # The stalled first push may also have been received (at-least-once); the order holds.
     assert states[-2:] == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
-    assert outcomes["failed"][0]["status"] is None
-    assert "no response within" in outcomes["failed"][0]["error"]
+    failed = of_task(outcomes, "failed", task["id"])
+    assert failed[0]["status"] is None
+    assert "no response within" in failed[0]["error"]
 
 
 @TWO_STORES
@@ -294,12 +302,12 @@ def test_a_webhook_that_keeps_failing_is_given_up_and_reported(make_app, store_u
                 "taskId": task["id"], "url": healthy.hook(), "id": "healthy"}))
             gate.release.set()
             deadline = time.monotonic() + 15
-            while not any(f["gave_up"] for f in outcomes["failed"]):
+            while not any(f["gave_up"] for f in of_task(outcomes, "failed", task["id"])):
                 assert time.monotonic() < deadline, outcomes
                 time.sleep(0.05)
             healthy.wait_for(finished)  # the healthy webhook is not held up
         assert len(failing.attempts) == 3
-        assert [f["attempt"] for f in outcomes["failed"]] == [1, 2, 3]
+        assert [f["attempt"] for f in of_task(outcomes, "failed", task["id"])] == [1, 2, 3]
         store = app.extensions["a2a"]["a2a"].store
         given_up = [t for t in store.push_targets(task["id"]) if t.gave_up]
         assert [t.config.url for t in given_up] == [failing.hook()]
@@ -313,13 +321,13 @@ def test_a_redirect_is_not_followed(make_app, outcomes):
         redirecting.default = 302
         redirecting.script = [("redirect", elsewhere.hook())] * 3
         client = make_app(chunky, **PUSH, **dict(FAST, push_max_attempts=3)).test_client()
-        send_with_webhook(client, redirecting.hook())
+        task = send_with_webhook(client, redirecting.hook())
         deadline = time.monotonic() + 10
-        while not any(f["gave_up"] for f in outcomes["failed"]):
+        while not any(f["gave_up"] for f in of_task(outcomes, "failed", task["id"])):
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert elsewhere.attempts == []
-        assert "redirects are not followed" in outcomes["failed"][0]["error"]
+        assert "redirects are not followed" in of_task(outcomes, "failed", task["id"])[0]["error"]
 
 
 # ---------------------------------------------------------------- SSRF at the API
@@ -352,6 +360,73 @@ def test_allowed_hosts_let_one_private_receiver_through(make_app, receiver):
     body = rpc(client, "CreateTaskPushNotificationConfig", {
         "taskId": new_id(), "url": "http://10.1.2.3/hook"})
     assert body["error"]["code"] in (-32001, -32602)
+
+
+#: RFC 6761 reserves ``.invalid``: these names resolve nowhere, so accepting one proves
+#: that no lookup was needed.
+LISTED_HOST = "hooks.conformance.invalid"
+UNLISTED_HOST = "elsewhere.conformance.invalid"
+
+
+def _rpc_outcome(body: Dict[str, Any]) -> str:
+    return "accepted" if "result" in body else f"rpc {body['error']['code']}"
+
+
+def _rest_outcome(response: Any) -> str:
+    if response.status_code == 200:
+        return "accepted"
+    return f"rest {response.status_code} {response.get_json()['error']['details'][0]['reason']}"
+
+
+def _message03() -> Dict[str, Any]:
+    return {"kind": "message", "role": "user", "messageId": new_id(),
+            "parts": [{"kind": "text", "text": "hi"}]}
+
+
+#: Every way to register a webhook: (client, id of an existing task, url) -> outcome.
+REGISTRATIONS = {
+    "1.0-jsonrpc-create": lambda c, t, url: _rpc_outcome(rpc(
+        c, "CreateTaskPushNotificationConfig", {"taskId": t, "url": url})),
+    "1.0-jsonrpc-send": lambda c, t, url: _rpc_outcome(rpc(c, "SendMessage", {
+        "message": message(), "configuration": {"taskPushNotificationConfig": {"url": url}}})),
+    "1.0-rest-create": lambda c, t, url: _rest_outcome(c.post(
+        f"/a2a/rest/tasks/{t}/pushNotificationConfigs", json={"url": url})),
+    "1.0-rest-send": lambda c, t, url: _rest_outcome(c.post("/a2a/rest/message:send", json={
+        "message": message(), "configuration": {"taskPushNotificationConfig": {"url": url}}})),
+    "0.3-jsonrpc-set": lambda c, t, url: _rpc_outcome(rpc(
+        c, "tasks/pushNotificationConfig/set",
+        {"taskId": t, "pushNotificationConfig": {"url": url}}, headers=V03)),
+    "0.3-jsonrpc-send": lambda c, t, url: _rpc_outcome(rpc(c, "message/send", {
+        "message": _message03(), "configuration": {"pushNotificationConfig": {"url": url}}},
+        headers=V03)),
+    "0.3-rest-create": lambda c, t, url: _rest_outcome(c.post(
+        f"/a2a/rest/v1/tasks/{t}/pushNotificationConfigs",
+        json={"parent": f"tasks/{t}", "configId": "c1",
+              "config": {"pushNotificationConfig": {"url": url}}})),
+    "0.3-rest-send": lambda c, t, url: _rest_outcome(c.post("/a2a/rest/v1/message:send", json={
+        "message": {"messageId": new_id(), "role": "ROLE_USER", "content": [{"text": "hi"}]},
+        "configuration": {"blocking": True, "pushNotification": {"url": url}}})),
+    "0.1-set": lambda c, t, url: _rpc_outcome(rpc(
+        c, "tasks/pushNotification/set", {"id": t, "pushNotificationConfig": {"url": url}},
+        headers=V03)),
+    "0.1-send": lambda c, t, url: _rpc_outcome(rpc(c, "tasks/send", {
+        "id": new_id(), "message": {"role": "user", "parts": [{"type": "text", "text": "hi"}]},
+        "pushNotification": {"url": url}}, headers=V03)),
+}
+
+
+@pytest.mark.parametrize("way", sorted(REGISTRATIONS))
+def test_a_listed_host_is_registered_without_a_lookup_on_every_binding(make_app, way):
+    """A2A_PUSH_ALLOWED_HOSTS names are trusted at registration (each send still checks);
+    an unlisted name that does not resolve is refused (-32602 / REST 400)."""
+    app = make_app(chunky, **PUSH, push_allowed_hosts=LISTED_HOST, push_max_attempts=1,
+                   push_timeout=1.0)
+    client = app.test_client()
+    task = result(rpc(client, "SendMessage", {"message": message()}))["task"]
+    register = REGISTRATIONS[way]
+    assert register(client, task["id"], f"https://{LISTED_HOST}/hook") == "accepted"
+    refused = register(client, task["id"], f"https://{UNLISTED_HOST}:8443/hook")
+    assert refused in ("rpc -32602", "rest 400 INVALID_PARAMS"), refused
 
 
 def test_push_disabled_means_no_deliveries_and_32003(make_app, receiver):

@@ -281,8 +281,33 @@ def test_rest_responses_are_application_json(client):
     assert client.get(REST + "/tasks/nope").mimetype == "application/json"
 
 
-def test_non_json_content_type_is_rejected(client):
-    response = client.post(REST + "/message:send", data="hello", content_type="text/plain")
+@pytest.mark.parametrize("base", [REST, REST + "/acme", V03], ids=["1.0", "tenant", "0.3"])
+@pytest.mark.parametrize("route", ["/message:send", "/message:stream", "/tasks/t1:cancel",
+                                   "/tasks/t1/pushNotificationConfigs"])
+def test_a_body_that_is_not_json_by_content_type_is_415(push_client, base, route):
+    body = json.dumps({"message": message("hello"), "url": "https://example.com/hook"})
+    for content_type in ("text/plain", "application/x-www-form-urlencoded", "application/xml",
+                         None):
+        headers = {} if content_type is None else {"Content-Type": content_type}
+        response = push_client.post(base + route, data=body, headers=headers)
+        err = rest_error(response, 415, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED")
+        assert err["details"][0]["metadata"] == {"contentType": content_type or ""}
+
+
+def test_an_empty_body_needs_no_content_type(client):
+    response = client.post(REST + "/tasks/nope:cancel", data="", content_type="text/plain")
+    rest_error(response, 404, "NOT_FOUND", "TASK_NOT_FOUND")
+
+
+@pytest.mark.parametrize("base, part", [
+    (REST, {"text": "hi", "mediaType": "image/png"}),
+    (V03, {"file": {"fileWithUri": "https://example.com/a.png", "mimeType": "image/png"}}),
+], ids=["1.0", "0.3"])
+def test_a_part_media_type_the_agent_does_not_take_stays_400(make_app, base, part):
+    client = make_app(agent, card=make_card(default_input_modes=["text/plain"])).test_client()
+    key = "parts" if base == REST else "content"
+    body = {"message": {"messageId": "m-png", "role": "ROLE_USER", key: [part]}}
+    response = client.post(base + "/message:send", json=body)
     rest_error(response, 400, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED")
 
 

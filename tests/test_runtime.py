@@ -293,6 +293,29 @@ def test_commit_retries_after_a_sequence_conflict(store):
     assert [m.message_id for m in store.load("t1").task.history] == ["m-1", "id-sneaky"]
 
 
+def test_commit_from_a_stale_known_record_reloads_and_judges_again(store):
+    runtime = idle_runtime(store)
+    run = new_run(runtime)
+    stale = run.ensure_task()
+    other = msg("sneaky", Role.USER)
+    store.append("t1", 1, [other], apply_event(stale.task, other))  # another request
+    seen = []
+
+    def build(record: TaskRecord):
+        seen.append(record.seq)
+        return [status(S.WORKING)]
+
+    record = runtime.commit("t1", build, stale)
+    assert seen == [1, 2]  # the stale record's append conflicted; the stored one won
+    assert record.seq == 3 and [m.message_id for m in record.task.history] == ["m-1", "id-sneaky"]
+    # A run whose record is stale sees a cancel made elsewhere, not a stale "still working".
+    cancel = status(S.CANCELED)
+    store.append("t1", 3, [cancel], apply_event(record.task, cancel))
+    with pytest.raises(TaskCancelled):
+        run.add_artifact(Artifact(artifact_id="a", parts=[Part(text="x")]))
+    assert store.load("t1").state is S.CANCELED and store.load("t1").seq == 4
+
+
 def test_commit_on_a_missing_task_is_task_not_found(store):
     with pytest.raises(TaskNotFoundError):
         idle_runtime(store).commit("nope", lambda record: [])

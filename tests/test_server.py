@@ -577,6 +577,7 @@ BEHAVIOURS: Dict[str, Tuple[str, list, Optional[str], List[str]]] = {
     "tck-stream-artifact-chunked": (COMPLETED, [[{"text": "chunk-1 "}, {"text": "chunk-2"}]], None,
                                     ["WORKING", "artifact", "artifact", "COMPLETED"]),
     "tck-not-in-the-table": (COMPLETED, [], "Hello from TCK", ["COMPLETED"]),
+    "test-kit-continue": (INPUT_REQUIRED, [], "Please provide more input", ["INPUT_REQUIRED"]),
     "plain-echo": (COMPLETED, [[{"text": TEXT}]], None, ["artifact", "COMPLETED"]),
 }
 

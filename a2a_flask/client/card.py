@@ -2,7 +2,10 @@
 
 A base URL is tried at ``/.well-known/agent-card.json`` (0.3 and 1.0), then at
 ``/.well-known/agent.json`` (0.1 and 0.2); a URL that already names a ``.json``
-document is fetched as it is.  Whatever its generation, the card is returned
+document is fetched as it is.  A URL with a path (an endpoint such as
+``http://host/a2a``) is also looked up at the host root, but the root card is
+taken only if one of its interfaces lives at or under that path: otherwise
+there is no agent at the URL (:class:`NoAgentError`).  Whatever its generation, the card is returned
 as a 1.0 :class:`~a2a_flask.protocol.models.AgentCard` whose ``supported_interfaces``
 list every interface it offers:
 
@@ -74,10 +77,26 @@ def card_urls(url: str) -> List[str]:
     return urls
 
 
+class NoAgentError(A2AHTTPError):
+    """No agent card describes the given URL (nothing there, or the host's card is another agent's)."""
+
+
+def _serves(card: Dict[str, Any], card_url: str, url: str) -> bool:
+    """Whether one of the card's interfaces lives at or under the path of ``url``."""
+    path = urlsplit(url).path.rstrip("/")
+    return any(urlsplit(iface.url).path.rstrip("/") == path
+               or urlsplit(iface.url).path.startswith(path + "/")
+               for iface in interfaces_of(card, card_url, fallback=True))
+
+
 def fetch_card(url: str, *, session: requests.Session, headers: Optional[Dict[str, str]] = None,
                timeout: Any = (5, 60)) -> Tuple[Dict[str, Any], str]:
-    """The card JSON for a base URL (or a card URL), and the URL it was found at."""
+    """The card JSON for a base URL (or a card URL), and the URL it was found at.
+
+    :raises NoAgentError: when no card is found for ``url``.
+    """
     tried = []
+    own = card_urls(url)[:len(WELL_KNOWN)]
     for candidate in card_urls(url):
         try:
             response = session.get(candidate, headers={"Accept": "application/json",
@@ -101,8 +120,13 @@ def fetch_card(url: str, *, session: requests.Session, headers: Optional[Dict[st
             if not isinstance(body, dict):
                 raise InvalidAgentResponseError(f"The agent card at {candidate} is not an object",
                                                 response=response)
+            if candidate not in own and not _serves(body, candidate, url):
+                offered = ", ".join(sorted({i.url for i in interfaces_of(body, candidate)}))
+                raise NoAgentError(f"No agent at {url}: the host's card at {candidate} is for "
+                                   f"an agent at {offered or 'no URL'}", response=response)
             return body, response.url or candidate
-    raise A2AHTTPError("No agent card found (HTTP 404) at " + ", ".join(tried))
+    raise NoAgentError(f"No agent card found (HTTP 404) at {', '.join(tried)}: "
+                       f"there is no agent at {url}")
 
 
 # ------------------------------------------------------------------ reading
@@ -173,7 +197,7 @@ def _strings(value: Any) -> List[str]:
 
 
 def _legacy_card(card: Dict[str, Any], interfaces: List[m.AgentInterface]) -> m.AgentCard:
-    caps = card.get("capabilities") if isinstance(card.get("capabilities"), dict) else {}
+    caps: Any = card.get("capabilities") if isinstance(card.get("capabilities"), dict) else {}
     extensions = [m.AgentExtension(uri=e.get("uri", ""), description=e.get("description") or "",
                                    required=bool(e.get("required")), params=e.get("params"))
                   for e in caps.get("extensions") or [] if isinstance(e, dict)]
@@ -256,5 +280,5 @@ def choose(interfaces: Sequence[m.AgentInterface], prefer: Prefer = None) -> m.A
     return usable[0]
 
 
-__all__ = ["fetch_card", "read_card", "interfaces_of", "choose", "generation", "binding_name",
+__all__ = ["fetch_card", "NoAgentError", "read_card", "interfaces_of", "choose", "generation", "binding_name",
            "card_generation", "matches", "speaks", "JSONRPC", "HTTP_JSON"]

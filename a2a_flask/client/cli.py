@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterable, Optional, Sequence, TextIO, Tu
 from ..protocol import codec
 from ..protocol import models as m
 from . import A2AClient, A2AClientError, A2AConnectionError, A2ATimeoutError, parse_state
-from .card import binding_name, generation
+from .card import NoAgentError, binding_name, generation
 from .stream import EventStream
 
 EXIT_OK = 0
@@ -36,7 +36,7 @@ EPILOG = """\
 exit status:
   0    success
   1    the agent answered with an A2A or HTTP error (e.g. task not found)
-  2    usage error (bad arguments)
+  2    usage error: bad arguments, or no agent at the URL given
   3    the agent could not be reached, or timed out
   4    the task ended FAILED, REJECTED or CANCELED (send, subscribe)
   130  interrupted (Ctrl-C)
@@ -111,13 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def command(name: str, help_text: str, under: Any = commands) -> argparse.ArgumentParser:
-        sub = under.add_parser(name, help=help_text, description=help_text, parents=[common],
-                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        sub: argparse.ArgumentParser = under.add_parser(
+            name, help=help_text, description=help_text, parents=[common],
+            epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("url", help="the agent's base URL (or its card's URL)")
         parser.commands.setdefault(name, sub)  # type: ignore[attr-defined]
         return sub
 
-    parser.commands = {}  # type: ignore[attr-defined]  (name -> subparser, for usage lines)
+    parser.commands = {}  # type: ignore[attr-defined]  # name -> subparser, for usage lines
     card = command("card", "show the agent card")
     card.add_argument("--extended", action="store_true", help="fetch the extended card")
 
@@ -487,7 +488,7 @@ def main(argv: Optional[Sequence[str]] = None, *, stdout: Optional[TextIO] = Non
     except SystemExit as exc:  # --help (0) or a usage error (2)
         return int(exc.code or 0)
     if args.command == "send" and args.text is None and args.file is None and args.data is None:
-        parser.commands["send"].print_usage(err)
+        parser.commands["send"].print_usage(err)  # type: ignore[attr-defined]
         err.write("a2a-flask send: error: give a message text, --file or --data\n")
         return EXIT_USAGE
     if getattr(args, "state", None):
@@ -505,6 +506,9 @@ def main(argv: Optional[Sequence[str]] = None, *, stdout: Optional[TextIO] = Non
         kind = "timeout" if isinstance(exc, A2ATimeoutError) else "connection error"
         err.write(f"{kind}: {exc.message}\n")
         return EXIT_CONNECTION
+    except NoAgentError as exc:  # the host answered, but the URL is not an agent's
+        err.write(f"error: {exc.message}\n")
+        return EXIT_USAGE
     except A2AClientError as exc:
         err.write(describe_error(exc) + "\n")
         return EXIT_A2A_ERROR

@@ -8,7 +8,7 @@ models of :mod:`a2a_flask.protocol.models`, whichever generation is on the wire.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Type, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Type, Union
 
 import requests
 
@@ -24,7 +24,7 @@ from .stream import EventStream
 from .transport import Timeout, Transport
 
 #: (binding, generation) -> the transport class speaking it.
-TRANSPORTS: Dict[tuple, Type[Transport]] = {
+TRANSPORTS: Dict[Tuple[str, str], Type[Transport]] = {
     ("JSONRPC", "1.0"): JsonRpcTransport,
     ("HTTP+JSON", "1.0"): RestTransport,
     ("JSONRPC", "0.3"): V03Transport,
@@ -135,7 +135,7 @@ class A2AClient:
                                  reference_task_ids=reference_task_ids)
         if isinstance(push, str):
             push = m.TaskPushNotificationConfig(url=push)
-        config = m.SendMessageConfiguration(
+        config: Optional[m.SendMessageConfiguration] = m.SendMessageConfiguration(
             accepted_output_modes=list(accepted_output_modes or []),
             task_push_notification_config=push, history_length=history_length,
             return_immediately=return_immediately)

@@ -81,7 +81,7 @@ class RestTransport(Transport):
 
     @staticmethod
     def _body(model: Any) -> Dict[str, Any]:
-        body = codec.encode(model)
+        body: Dict[str, Any] = codec.encode(model)
         body.pop("tenant", None)  # the tenant travels in the path
         return body
 

@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import requests
 
+from ..observe.otel import inject as inject_trace
 from ..protocol import models as m
 from .errors import A2AConnectionError, InvalidAgentResponseError, UnsupportedOperationError
 from .stream import StreamItem, transport_error
@@ -56,6 +57,7 @@ class Transport:
         if body is not None:
             data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
             sent.setdefault("Content-Type", "application/json")
+        inject_trace(sent)  # W3C traceparent when OpenTelemetry is installed
         try:
             return self.session.request(method, url, data=data, params=params, headers=sent,
                                         stream=stream, timeout=self.timeout)

@@ -54,7 +54,7 @@ def event_from_v1(body: Any, response: Any = None) -> Event:
     if isinstance(body, dict):
         for key, cls in _EVENT_TYPES.items():
             if isinstance(body.get(key), dict):
-                return decode_model(cls, body[key], key, response)  # type: ignore[return-value]
+                return decode_model(cls, body[key], key, response)
         # Tolerate agents that send the object bare.
         if "status" in body and "id" in body:
             return decode_model(m.Task, body, "task", response)
@@ -114,7 +114,7 @@ def part_in(part: Any) -> Any:
     if kind == "text":
         return {"text": part.get("text", ""), **common}
     if kind == "file":
-        file = part.get("file") if isinstance(part.get("file"), dict) else {}
+        file: Any = part.get("file") if isinstance(part.get("file"), dict) else {}
         out = _drop_none({"mediaType": file.get("mimeType", file.get("mediaType")),
                           "filename": file.get("name"), **common})
         if file.get("bytes") is not None:
@@ -262,7 +262,7 @@ def part_out(part: m.Part, tag: str = "kind") -> Dict[str, Any]:
 
 
 def message_out_v03(message: m.Message) -> Dict[str, Any]:
-    body = codec.encode(message)
+    body: Dict[str, Any] = codec.encode(message)
     body["kind"] = "message"
     body["role"] = "agent" if message.role is m.Role.AGENT else "user"
     body["parts"] = [part_out(p) for p in message.parts]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple, Type
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 from ..protocol.codec import decode
 from ..protocol.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
@@ -72,6 +72,10 @@ class Method:
     choose: Optional[Callable[..., "Method"]] = None
     #: The protocol version recorded on tasks this method creates (default: the dialect's).
     dialect: Optional[str] = None
+    #: Streaming methods only: the operation's own errors (an unknown or finished task)
+    #: are sent as one error event in a stream, not as a plain response (0.3
+    #: ``tasks/resubscribe``, whose clients open a stream and read events).
+    errors_in_stream: bool = False
 
 
 @dataclass
@@ -84,7 +88,7 @@ class Dialect:
 _DIALECTS: Dict[str, Dialect] = {}
 
 
-def register(dialect: Dialect, aliases: tuple = ()) -> None:
+def register(dialect: Dialect, aliases: Tuple[str, ...] = ()) -> None:
     """Serve ``dialect`` for its version (and for ``aliases``, e.g. 0.2 for 0.3)."""
     _DIALECTS[dialect.version] = dialect
     for alias in aliases:
@@ -105,7 +109,7 @@ def push_renderer(version: str) -> PushRenderer:
     return _PUSH.get(version) or _PUSH["1.0"]
 
 
-def supported_versions() -> list:
+def supported_versions() -> List[str]:
     return sorted(_DIALECTS, reverse=True)
 
 

@@ -246,8 +246,9 @@ def parse_push_ref(params: Any) -> m.TaskPushConfigRequest:
 def get_push(service: Operations, request: m.TaskPushConfigRequest,
              ctx: CallContext) -> m.TaskPushNotificationConfig:
     if request.id:
-        return service.get_push_config(request, ctx)
-    configs = service.list_push_configs(
+        config: m.TaskPushNotificationConfig = service.get_push_config(request, ctx)
+        return config
+    configs: List[m.TaskPushNotificationConfig] = service.list_push_configs(
         m.ListTaskPushNotificationConfigsRequest(task_id=request.task_id), ctx).configs
     if not configs:
         raise TaskNotFoundError(f"Task {request.task_id} has no push notification config",
@@ -257,8 +258,9 @@ def get_push(service: Operations, request: m.TaskPushConfigRequest,
 
 def list_push(service: Operations, request: m.TaskPushConfigRequest,
               ctx: CallContext) -> List[m.TaskPushNotificationConfig]:
-    return service.list_push_configs(
+    configs: List[m.TaskPushNotificationConfig] = service.list_push_configs(
         m.ListTaskPushNotificationConfigsRequest(task_id=request.task_id), ctx).configs
+    return configs
 
 
 def delete_push(service: Operations, request: m.TaskPushConfigRequest, ctx: CallContext) -> None:
@@ -288,7 +290,7 @@ METHODS: Dict[str, Method] = {
     "tasks/get": Method(params_of(m.GetTaskRequest), operation("get_task"), task_out),
     "tasks/cancel": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), task_out),
     "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), operation("subscribe_to_task"),
-                                streaming=True),
+                                streaming=True, errors_in_stream=True),
     "tasks/pushNotificationConfig/set": Method(parse_set_push, operation("create_push_config"),
                                                push_config_out),
     "tasks/pushNotificationConfig/get": Method(parse_push_ref, get_push, push_config_out),

@@ -26,10 +26,12 @@ calls the executor again, with the whole conversation in ``ctx.history``.
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from ..protocol.models import Artifact, Message, Part, Role, Task, TaskState, new_id
+from ..protocol.errors import StoreUnavailable
 from .runtime import Run, TaskCancelled, TaskClosedError, agent_message
 
 log = logging.getLogger("a2a_flask")
@@ -46,6 +48,15 @@ def to_parts(content: Any) -> List[Part]:
         return [content]
     if isinstance(content, list) and content and all(isinstance(p, Part) for p in content):
         return list(content)
+    try:
+        # Checked here: a value that is not JSON would be stored, then break every
+        # later read of the task (GetTask, streams, pushes).
+        json.dumps(content, allow_nan=False)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"an executor gave a {type(content).__name__}, which is not JSON data; give a "
+            "str, a Part, an Artifact, a Message or a JSON value (dict, list, number...)"
+        ) from None
     return [Part(data=content)]
 
 
@@ -202,6 +213,18 @@ def invoke(executor: Executor, run: Run) -> None:
         pass
     except TaskClosedError as exc:
         log.warning("executor for task %s kept going after the task closed: %s", run.task_id, exc)
+    except StoreUnavailable:
+        # The store logged its outage; the task's state could not be written, so the
+        # keeper writes FAILED as soon as the store answers again.
+        log.warning("task %s stopped: the task store is unavailable; it is failed once "
+                    "the store answers again", run.task_id)
+        if run.record is not None:
+            run.runtime.fail_when_store_returns(
+                run.task_id, "The task store was unavailable while this task ran; the task "
+                "stopped and can be sent again.")
+        elif run.reply is None:
+            run.error = StoreUnavailable()  # no task exists: the caller gets the 503
+            run.decided.set()
     except Exception as exc:
         if run.runtime.store.closed:  # the app shut down under a running executor
             log.info("executor for task %s stopped: its store was closed", run.task_id)
@@ -239,12 +262,18 @@ def _finish(run: Run) -> None:
 
 
 def _fail_after_error(run: Run, exc: Exception) -> None:
+    text = f"The agent failed: {type(exc).__name__}"
     try:
         record = run.ensure_task()
         if record is not None and not record.state.terminal:
-            text = f"The agent failed: {type(exc).__name__}"
             run.set_status(TaskState.FAILED, agent_message(text))
     except (TaskCancelled, TaskClosedError):
         pass
+    except StoreUnavailable:  # logged by the store: record it when the store is back
+        if run.record is not None:
+            run.runtime.fail_when_store_returns(run.task_id, text)
+        elif run.reply is None:
+            run.error = StoreUnavailable()  # no task exists: the caller gets the 503
+            run.decided.set()
     except Exception:  # the store failed too (or the task was purged): say so, once
         log.exception("could not record the failure of task %s", run.task_id)

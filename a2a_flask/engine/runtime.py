@@ -37,8 +37,13 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from ..concurrency import Worker, cooperate
-from ..protocol.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
+from ..concurrency import Worker, cooperate, let_io_run
+from ..protocol.errors import (
+    StoreUnavailable,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
 from ..protocol.models import (
     Artifact,
     Message,
@@ -54,9 +59,14 @@ from ..protocol.models import (
     utc_now,
 )
 from ..protocol.events import Event, apply_event
+from ..observe import tasks as observe
 from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore
 
 log = logging.getLogger("a2a_flask")
+
+#: An executor that never blocks still lets other greenlets run this often (seconds),
+#: as long as it emits events or looks at ``ctx.cancelled``.
+YIELD_EVERY = 0.005
 
 
 class TaskCancelled(BaseException):
@@ -133,11 +143,27 @@ class Run:
         self.decided = threading.Event()
         self.finished = threading.Event()
         self.cancel_requested = False
+        #: Set (with :attr:`decided`) when the run ended before it could make a task or a
+        #: reply, such as when the store went down: the waiting caller gets this error.
+        self.error: Optional[Exception] = None
         #: A stream waits for this run's first event: hand it over as soon as it exists.
         self.streamed = False
         self.worker: Optional[Worker] = None
         self._lock = threading.Lock()
         self._checked_store_at = 0.0
+        self._yielded_at = time.monotonic()
+
+    def pace(self) -> None:
+        """Let the worker's other greenlets run if this run has not yielded for a while.
+
+        Called on every emission and ``ctx.cancelled``: an executor that computes
+        without blocking (or floods events into a store that does no I/O) would
+        otherwise hold a gevent worker until it returns.
+        """
+        now = time.monotonic()
+        if now - self._yielded_at >= YIELD_EVERY:
+            let_io_run()
+            self._yielded_at = time.monotonic()
 
     # -- what the TaskContext calls
 
@@ -147,13 +173,14 @@ class Run:
 
     def is_cancelled(self) -> bool:
         """Cancel requested here, or (checked at most twice a second) seen in the store."""
+        self.pace()
         if self.cancel_requested:
             return True
         now = time.monotonic()
         if self.record is not None and now - self._checked_store_at > 0.5:
             self._checked_store_at = now
-            latest = self.runtime.store.load(self.task_id)
-            if latest is not None and latest.state is TaskState.CANCELED:
+            head = self.runtime.store.head(self.task_id)
+            if head is not None and head[1] is TaskState.CANCELED:
                 self.cancel_requested = True
         return self.cancel_requested
 
@@ -175,6 +202,7 @@ class Run:
                 )
                 record = TaskRecord(task, 1, self.tenant, self.owner, self.dialect)
                 self.runtime.store.create(record, task)
+                observe.created(self.runtime.sender, self.task_id, self.context_id)
                 self.record = record
                 self.decided.set()
                 created = True
@@ -213,6 +241,7 @@ class Run:
         self.set_status(TaskState.COMPLETED, message)
 
     def _emit(self, make_event: Callable[[], Event], state: Optional[TaskState]) -> Task:
+        self.pace()
         if self.cancel_requested:
             raise TaskCancelled()
         if self.ensure_task() is None:
@@ -225,12 +254,27 @@ class Run:
             check_transition(record.state, state)
             return [event]
 
-        self.record = self.runtime.commit(self.task_id, build)
+        self.record = self.runtime.commit(self.task_id, build, self.record)
         return self.record.task
 
 
 # ------------------------------------------------------------------ runtime
 
+
+
+def wait_without_spinning(store: TaskStore, task_id: str, seq: int, timeout: float,
+                          idle_at: Optional[int]) -> Optional[int]:
+    """``store.wait`` for news after ``seq``, unless the last wait at this ``seq``
+    came back early with nothing new: a store whose wait cannot block (a closed
+    log, a broken backend) would then make the caller's loop spin without
+    yielding, so it sleeps a little instead.  Returns the ``idle_at`` to pass
+    next time (the caller re-reads the store between calls)."""
+    if idle_at == seq:
+        time.sleep(min(timeout, 0.05))
+        return None
+    started = time.monotonic()
+    store.wait(task_id, seq, timeout)
+    return seq if time.monotonic() - started < timeout / 2 else None
 
 class Runtime:
     """Starts runs, applies changes, cancels, and waits on tasks for one agent."""
@@ -246,6 +290,8 @@ class Runtime:
         self.task_ttl = task_ttl
         #: Messages a task's history keeps (0: all); the log keeps every event anyway.
         self.max_history = max_history
+        #: The sender of the task signals (the A2A extension object).
+        self.sender: Any = None
         self._runs: Dict[str, Run] = {}
         self._keeper_pid = 0
         self._keeper_lock = threading.Lock()
@@ -254,16 +300,37 @@ class Runtime:
         self.owner = ""
         #: More work for each keeper round (such as resuming webhook deliveries).
         self.chores: List[Callable[[], None]] = []
+        #: Called once in each process that starts a keeper (after a fork: in the worker).
+        self.process_hooks: List[Callable[[], object]] = []
+        #: Set when this process shuts down: streams of tasks running elsewhere end.
+        self.stopping = False
+        self._shutdown_deadline: Optional[float] = None
+        #: Task id -> status text of failures the store was down to record (the keeper retries).
+        self._unrecorded: Dict[str, str] = {}
+        #: Task id -> how many streams of this process follow it (to wake them at shutdown).
+        self._followed: Dict[str, int] = {}
 
     # -- writing
 
-    def commit(self, task_id: str, build: Callable[[TaskRecord], List[Event]]) -> TaskRecord:
-        """Append the events ``build`` makes from the latest record; retry on conflicts."""
+    def commit(self, task_id: str, build: Callable[[TaskRecord], List[Event]],
+               known: Optional[TaskRecord] = None) -> TaskRecord:
+        """Append the events ``build`` makes from the latest record; retry on conflicts.
+
+        ``known`` is the record as the caller last saw it (a run's own
+        record): tried first, so an executor's chunk costs no load; the
+        store's sequence check sends a stale one back here for a reload.
+        """
         while True:
-            record = self.store.load(task_id)
+            fresh = known is None
+            record, known = (self.store.load(task_id) if fresh else known), None
             if record is None:
                 raise TaskNotFoundError(metadata={"taskId": task_id})
-            events = build(record)
+            try:
+                events = build(record)
+            except Exception:
+                if fresh:
+                    raise
+                continue  # judged on a stale record: judge again on the stored one
             if not events:
                 return record
             task = record.task
@@ -275,6 +342,7 @@ class Runtime:
                 seq = self.store.append(task_id, record.seq, events, task)
             except SequenceConflict:
                 continue
+            observe.committed(self.sender, record.state, task, record.created_at)
             return TaskRecord(task, seq, record.tenant, record.owner, record.dialect,
                               record.created_at)
 
@@ -327,8 +395,9 @@ class Runtime:
 
     def _launch(self, run: Run) -> None:
         self.ensure_keeper()
-        self._runs[run.task_id] = run
+        # The lease first: if the store is down the caller hears it and no run is left behind.
         self.store.acquire_lease(run.task_id, self.owner, self.lease_ttl)
+        self._runs[run.task_id] = run
 
         def target() -> None:
             try:
@@ -339,13 +408,16 @@ class Runtime:
                     del self._runs[run.task_id]
                     self._release(run.task_id)
 
-        run.worker = Worker(target, name=f"a2a-task-{run.task_id}")
+        run.worker = Worker(observe.run_scope(target, run.task_id, run.context_id),
+                            name=f"a2a-task-{run.task_id}")
 
     def _release(self, task_id: str) -> None:
         if self.store.closed:
             return
         try:
             self.store.release_lease(task_id, self.owner)
+        except StoreUnavailable:
+            pass  # logged by the store; the lease expires, the reaper finds a finished task
         except Exception:  # the lease then expires; the reaper finds a finished task
             log.exception("could not release the lease of task %s", task_id)
 
@@ -363,6 +435,8 @@ class Runtime:
             self.owner = f"{socket.gethostname()}:{pid}:{new_id()[:8]}"
             self._runs = {}  # runs of a parent process do not run here
             Worker(self._keep, name="a2a-keeper")
+        for hook in self.process_hooks:
+            hook()
 
     def process_owner(self) -> str:
         """This process's name in leases and claims (starting the keeper if need be)."""
@@ -377,6 +451,8 @@ class Runtime:
                 return
             try:
                 self.tend()
+            except StoreUnavailable:
+                pass  # the store logged it; the next round tries again
             except Exception:  # a store hiccup must not end the keeper
                 log.exception("a2a keeper round failed")
 
@@ -388,6 +464,9 @@ class Runtime:
         deletes terminal tasks older than the task TTL (every minute, or every
         half TTL when that is shorter); then does the :attr:`chores`.
         """
+        for task_id, text in list(self._unrecorded.items()):
+            self.fail(task_id, text)  # the store is back: record what it missed
+            del self._unrecorded[task_id]
         runs = list(self._runs.values())
         self.store.renew_leases(self.owner, [run.task_id for run in runs], self.lease_ttl)
         for run in runs:
@@ -411,6 +490,64 @@ class Runtime:
     def close(self) -> None:
         """Stop this process's keeper (the store is closed separately)."""
         self._closed = True
+
+    def fail(self, task_id: str, text: str) -> Optional[TaskRecord]:
+        """Move a task that is not finished to FAILED with ``text`` as the status message
+        (interrupted tasks too); a finished or missing task stays as it is."""
+        def build(current: TaskRecord) -> List[Event]:
+            if current.state.terminal:
+                return []
+            message = agent_message(text, task_id, current.task.context_id)
+            status = TaskStatus(state=TaskState.FAILED, message=message, timestamp=utc_now())
+            return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
+
+        try:
+            return self.commit(task_id, build)
+        except TaskNotFoundError:
+            return None
+
+    def fail_when_store_returns(self, task_id: str, text: str) -> None:
+        """A run stopped because the store was down: the keeper records its failure
+        as soon as the store answers again (instead of leaving it to the lease)."""
+        self._unrecorded[task_id] = text
+
+    # -- shutdown
+
+    def shutdown(self, grace: float) -> None:
+        """Stop this process's work: streams of tasks running elsewhere end now; the
+        runs here get ``grace`` seconds to finish; the rest are FAILED with a status
+        message that says why, and their leases released.
+
+        Safe to call more than once (a signal, then the exit): a later call keeps
+        the first call's deadline.
+        """
+        if self._shutdown_deadline is None:
+            self._shutdown_deadline = time.monotonic() + grace
+        deadline = self._shutdown_deadline
+        if not self.stopping:
+            self.stopping = True
+            for task_id in list(self._followed):
+                self.store.wake(task_id)
+        for run in list(self._runs.values()):
+            run.finished.wait(max(0.0, deadline - time.monotonic()))
+        unfinished = [run for run in list(self._runs.values()) if not run.finished.is_set()]
+        pid = os.getpid()
+        for run in unfinished:
+            run.cancel_requested = True  # its next emission stops it
+            try:
+                record = self.fail(run.task_id, (
+                    f"The server shut down (worker {pid} stopped) before this task finished; "
+                    "it was not completed and can be sent again."))
+                if record is not None and record.state is TaskState.FAILED:
+                    log.warning("task %s failed: the worker shut down before it finished",
+                                run.task_id)
+                self.store.release_lease(run.task_id, self.owner)
+            except StoreUnavailable:
+                log.warning("task %s was running at shutdown and the store is down: its "
+                            "lease expires and it fails then", run.task_id)
+            if run.worker is not None:
+                run.worker.kill(TaskCancelled)
+            self._runs.pop(run.task_id, None)
 
     def _fail_orphan(self, task_id: str) -> None:
         """Fail a task whose runner stopped renewing its lease (killed worker, lost host)."""
@@ -474,14 +611,20 @@ class Runtime:
     def wait_settled(self, task_id: str, timeout: float) -> TaskRecord:
         """The record once it is terminal or interrupted, or as it is after ``timeout``."""
         deadline = time.monotonic() + timeout
+        idle_at: Optional[int] = None  # a wait returned early with nothing new at this seq
         while True:
-            record = self.store.load(task_id)
-            if record is None:
+            # The head (seq, state) is enough to wait on; the record is loaded once, at the end.
+            head = self.store.head(task_id)
+            if head is None:
                 raise TaskNotFoundError(metadata={"taskId": task_id})
+            seq, state = head
             remaining = deadline - time.monotonic()
-            if record.state.terminal or record.state.interrupted or remaining <= 0:
+            if state.terminal or state.interrupted or remaining <= 0:
+                record = self.store.load(task_id)
+                if record is None:
+                    raise TaskNotFoundError(metadata={"taskId": task_id})
                 return record
-            self.store.wait(task_id, record.seq, remaining)
+            idle_at = wait_without_spinning(self.store, task_id, seq, remaining, idle_at)
 
     def follow(self, task_id: str, after_seq: int, heartbeat: float) -> Iterator[Optional[LogEntry]]:
         """Log entries after ``after_seq`` as they come, and ``None`` at each pause.
@@ -489,10 +632,25 @@ class Runtime:
         A pause is "nothing more is available right now": after a run of
         entries (so a consumer can send them in one write) and every idle
         ``heartbeat``.  Ends after an event that closes a stream, or when the
-        task is terminal and fully read.
+        task is terminal and fully read, or at shutdown when the task does not
+        run in this process (the client resubscribes to another worker).
         """
+        self._followed[task_id] = self._followed.get(task_id, 0) + 1
+        try:
+            yield from self._follow(task_id, after_seq, heartbeat)
+        finally:
+            left = self._followed.get(task_id, 1) - 1
+            if left > 0:
+                self._followed[task_id] = left
+            else:
+                self._followed.pop(task_id, None)
+
+    def _follow(self, task_id: str, after_seq: int, heartbeat: float
+                ) -> Iterator[Optional[LogEntry]]:
         idle_since = time.monotonic()
         pending = False
+        idle_at: Optional[int] = None  # a wait returned early with nothing new at this seq
+        yielded_at = time.monotonic()
         while True:
             entries = self.store.read(task_id, after_seq)
             for entry in entries:
@@ -500,15 +658,23 @@ class Runtime:
                 after_seq = entry.seq
                 if self.ends_stream(entry.event):
                     return
+                # A long backlog (a reader catching up) is sent in slices, so the
+                # other greenlets of the worker run in between.
+                if time.monotonic() - yielded_at >= YIELD_EVERY:
+                    let_io_run()
+                    yielded_at = time.monotonic()
             if entries:
                 idle_since = time.monotonic()
                 pending = True
+                idle_at = None
                 continue
             if pending:
                 yield None
                 pending = False
-            record = self.store.load(task_id)
-            if record is None or (record.state.terminal and record.seq <= after_seq):
+            if self.stopping and task_id not in self._runs:
+                return
+            head = self.store.head(task_id)
+            if head is None or (head[1].terminal and head[0] <= after_seq):
                 return
             # Wake-ups can be spurious (other tasks' writes), so time the
             # heartbeat from the last thing sent, not from the last wake-up.
@@ -517,4 +683,4 @@ class Runtime:
                 yield None
                 idle_since = time.monotonic()
                 continue
-            self.store.wait(task_id, after_seq, remaining)
+            idle_at = wait_without_spinning(self.store, task_id, after_seq, remaining, idle_at)

@@ -38,6 +38,7 @@ from ..protocol.models import (
     ListTasksResponse,
     Message,
     Role,
+    SendMessageConfiguration,
     SendMessageRequest,
     SubscribeToTaskRequest,
     Task,
@@ -47,7 +48,7 @@ from ..protocol.models import (
     new_id,
     parse_timestamp,
 )
-from ..push.guard import UnsafeWebhookError, WebhookPolicy
+from ..push.guard import UnsafeWebhookError, WebhookPolicy, header_value_problem
 from .runtime import Run, Runtime
 from ..stores.base import PushTarget, TaskQuery, TaskRecord
 
@@ -259,7 +260,7 @@ class AgentService:
             if config.task_push_notification_config is not None:
                 self._require_push()
                 self._check_webhook(config.task_push_notification_config,
-                                    "configuration.taskPushNotificationConfig.url")
+                                    "configuration.taskPushNotificationConfig.")
         self._check_message(message)
         self._check_input_modes(message)
         if message.task_id:
@@ -306,6 +307,8 @@ class AgentService:
                 return view(created.task, history_length)
             if not started.decided.wait(self.blocking_timeout):
                 started.ensure_task()  # still thinking: answer with the task as it is
+            if started.error is not None:
+                raise started.error
             if started.reply is not None:
                 return started.reply
             task_id = started.task_id
@@ -348,6 +351,8 @@ class AgentService:
         if isinstance(started, Run):
             while not started.decided.wait(self.keepalive):
                 yield None
+            if started.error is not None:
+                raise started.error
             if started.reply is not None:
                 yield (0, started.reply)
                 return
@@ -427,16 +432,31 @@ class AgentService:
 
     # ----------------------------------------------------------- push configs
 
-    def _check_webhook(self, config: TaskPushNotificationConfig, where: str) -> None:
-        """Refuse a webhook URL the SSRF guard does not allow (before anything changes)."""
+    def _check_webhook(self, config: TaskPushNotificationConfig, prefix: str = "") -> None:
+        """Refuse a webhook before anything changes: a URL the SSRF guard does not allow,
+        or a token or credentials that could not be sent as HTTP headers.
+
+        ``prefix`` names where the config sits in the request, for the violations.
+        """
+        auth = config.authentication
+        headers = [("token", config.token)]
+        if auth is not None:
+            headers += [("authentication.scheme", auth.scheme),
+                        ("authentication.credentials", auth.credentials)]
+        for name, value in headers:
+            problem = header_value_problem(value or "")
+            if problem:
+                raise InvalidParamsError(f"{prefix}{name} {problem}",
+                                         violations=[(prefix + name, problem)])
         if self.webhook_policy is None:
             return
         try:
             self.webhook_policy.check_registration(config.url)
         except UnsafeWebhookError as exc:
-            raise InvalidParamsError(str(exc), violations=[(where, str(exc))]) from None
+            raise InvalidParamsError(str(exc), violations=[(prefix + "url", str(exc))]) from None
 
-    def _register_push(self, config, task_id: str, ctx: CallContext, from_seq: int) -> None:
+    def _register_push(self, config: Optional[SendMessageConfiguration], task_id: str,
+                       ctx: CallContext, from_seq: int) -> None:
         """Store the webhook that came with a SendMessage (already checked)."""
         if config is not None and config.task_push_notification_config is not None:
             push = dataclasses.replace(config.task_push_notification_config, task_id=task_id)
@@ -457,7 +477,7 @@ class AgentService:
         self._require_push()
         record = self._visible(config.task_id, ctx, "taskId")
         check_id(config.id, "id")
-        self._check_webhook(config, "url")
+        self._check_webhook(config)
         return self._store_push(config, ctx, record.seq)
 
     def _masked(self, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:

@@ -116,9 +116,12 @@ class RenderedCard:
 class CardRenderer:
     """Renders the card for a base URL once and remembers the result."""
 
-    def __init__(self, card: AgentCard, endpoints: List[Endpoint], signer: Any = None) -> None:
+    def __init__(self, card: AgentCard, endpoints: List[Endpoint], signer: Any = None,
+                 legacy: bool = True) -> None:
         self.card = card
         self.endpoints = endpoints
+        #: Add the 0.3/0.1 members (:func:`union_card`); False: the pure 1.0 card.
+        self.legacy = legacy
         #: Signs each rendered card (:class:`~a2a_flask.signing.cards.CardSigner`), or None.
         self.signer = signer
         self._cache: Dict[str, RenderedCard] = {}
@@ -135,7 +138,9 @@ class CardRenderer:
         rendered = self._cache.get(base_url)
         if rendered is None:
             card = dataclasses.replace(self.card, supported_interfaces=self.interfaces(base_url))
-            served = union_card(encode(card))
+            served = encode(card)
+            if self.legacy:
+                served = union_card(served)
             if self.signer is not None:  # the URLs are part of what is signed
                 served = self.signer.signed(served)
             body = json.dumps(served, separators=(",", ":")).encode()

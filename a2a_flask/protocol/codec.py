@@ -93,12 +93,12 @@ def _converter(tp: Any) -> Converter:
         each = _converter(typing.get_args(tp)[0])
         if each is None:
             return None
-        return lambda values: [each(v) for v in values]  # type: ignore[misc]
+        return lambda values: [each(v) for v in values]
     if origin in (dict, Dict):
-        each = _converter(typing.get_args(tp)[1])
-        if each is None:
+        each_value = _converter(typing.get_args(tp)[1])
+        if each_value is None:
             return None
-        return lambda values: {k: each(v) for k, v in values.items()}  # type: ignore[misc]
+        return lambda values: {k: each_value(v) for k, v in values.items()}
     if tp is Part:
         return _encode_part
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
@@ -166,7 +166,7 @@ _ENCODERS[Part] = _encode_part
 def decode(cls: Type[T], value: Any, path: str = "") -> T:
     """Build ``cls`` from JSON values or raise InvalidParamsError naming each bad field."""
     errors: List[FieldViolation] = []
-    result = _decode(cls, value, path, errors)
+    result: T = _decode(cls, value, path, errors)
     if errors:
         raise InvalidParamsError(
             "Invalid parameters: " + "; ".join(f"{f or 'params'}: {d}" for f, d in errors[:5]),

@@ -120,6 +120,14 @@ class ContentTypeNotSupportedError(A2AError):
     default_message = "Incompatible content types"
 
 
+class UnsupportedMediaTypeError(ContentTypeNotSupportedError):
+    """The request body itself is not JSON by its ``Content-Type``: a problem of the
+    HTTP exchange, so REST answers HTTP 415 (JSON-RPC: -32005 with HTTP 200, like
+    its other errors).  A *part's* media type keeps the 1.0.1 mapping, 400."""
+
+    http_status = 415
+
+
 class InvalidAgentResponseError(A2AError):
     code, reason, http_status, grpc_status = -32006, "INVALID_AGENT_RESPONSE", 500, "INTERNAL"
     default_message = "Invalid agent response"
@@ -185,3 +193,28 @@ class PayloadTooLargeError(InvalidRequestError):
     reason, http_status = "PAYLOAD_TOO_LARGE", 413
     default_message = "Request body too large"
     jsonrpc_http_status = 413
+
+
+class RequestTimeoutError(InvalidRequestError):
+    """The request body did not arrive within ``A2A_BODY_TIMEOUT``: HTTP 408, JSON-RPC -32600."""
+
+    reason, http_status = "REQUEST_TIMEOUT", 408
+    default_message = "The request body did not arrive in time"
+    jsonrpc_http_status = 408
+
+
+class StoreUnavailable(A2AError):
+    """The task store cannot be reached right now (down, hung, locked or full).
+
+    Stores raise it for their own outages (a Redis connection error or timeout,
+    an SQLite database locked past its timeout, a shelve lock not granted in
+    time); the bindings answer REST 503 with ``Retry-After`` and JSON-RPC -32603
+    with this message, and an open stream ends with it as one error event.  The
+    cause stays in the server log, never on the wire.
+    """
+
+    code, reason, http_status, grpc_status = -32603, "STORE_UNAVAILABLE", 503, "UNAVAILABLE"
+    default_message = "The task store is unavailable; try again shortly"
+    #: Seconds a client should wait before it tries again.
+    retry_after = 5
+    headers = {"Retry-After": str(retry_after)}

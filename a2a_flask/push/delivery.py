@@ -27,14 +27,24 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 from urllib.parse import urlsplit
 
 from .. import signals
+from ..observe.context import scoped
 from ..concurrency import Worker
+from ..protocol.errors import StoreUnavailable
 from ..protocol.events import apply_event
 from ..protocol.models import Message, Role, Task
 from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
 from .guard import UnsafeWebhookError
-from .transport import WebhookDeliveryError, WebhookTransport
+from .transport import WebhookDeliveryError, WebhookResponse, WebhookTransport
 
 log = logging.getLogger("a2a_flask.push")
+
+#: How long a drain sleeps when the store's wait returned early with no new event
+#: (seconds): a store whose wait cannot block is polled, not spun on.
+IDLE_POLL = 0.5
+
+#: The longest ``Retry-After`` a receiver gets honoured (seconds); it may exceed the
+#: backoff's own ceiling: the receiver knows when it can take the push.
+MAX_RETRY_AFTER = 3600.0
 
 #: ``(seq, event), task after it`` -> the JSON body for one webhook, or None to skip.
 PayloadRenderer = Callable[[Any, Optional[Task]], Optional[Any]]
@@ -54,7 +64,7 @@ class RetryPolicy:
     def delay(self, failures: int) -> float:
         """Seconds before the next attempt: exponential, half of it random (so that
         webhooks that failed together do not retry together)."""
-        ceiling = min(self.max_delay, self.base_delay * 2 ** max(0, failures - 1))
+        ceiling: float = min(self.max_delay, self.base_delay * 2 ** max(0, failures - 1))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
@@ -99,7 +109,7 @@ class PushDispatcher:
             if task_id in self._draining or self.store.closed:
                 return
             self._draining.add(task_id)
-        Worker(lambda: self._drain(task_id), name=f"a2a-push-{task_id}")
+        Worker(scoped(lambda: self._drain(task_id), task_id), name=f"a2a-push-{task_id}")
 
     def sweep(self) -> None:
         """Start drains for every task with undelivered events (a keeper chore)."""
@@ -128,6 +138,8 @@ class PushDispatcher:
                 # for the sweep: look once more now that the claim is free.
                 if not self._behind(task_id):
                     return
+        except StoreUnavailable:
+            pass  # the store logged its outage; the sweep starts this task again after it
         except Exception:  # a store hiccup: the sweep starts this task again
             log.exception("push delivery for task %s stopped; it resumes on the next sweep",
                           task_id)
@@ -143,6 +155,7 @@ class PushDispatcher:
     def _deliver(self, task_id: str, key: str, owner: str) -> None:
         renderers: Dict[str, PayloadRenderer] = {}
         retry_at: Dict[str, float] = {}  # config id -> when its next attempt is due
+        idle_at: Optional[int] = None  # the seq at which the last wait returned with no news
         # The caller holds the claim; each round ends by renewing it.
         while not self.store.closed:
             record = self.store.load(task_id)
@@ -155,6 +168,7 @@ class PushDispatcher:
             if due:
                 self._deliver_entries(task_id, due, renderers, retry_at,
                                       lambda: self._renew(key, owner))
+                idle_at = None
             elif not pending and (record.state.terminal or record.state.interrupted):
                 return  # all caught up; a continuation starts a new drain
             else:
@@ -162,12 +176,18 @@ class PushDispatcher:
                 wait = self.claim_ttl / 3
                 if pending:
                     wait = min(wait, min(retry_at[t.config.id] for t in pending) - now)
-                if record.state.terminal:
-                    # The log is closed, so store.wait would return at once and this
-                    # loop would spin without yielding: sleep until the retry is due.
-                    time.sleep(max(wait, 0.01))
+                wait = max(wait, 0.01)
+                if record.state.terminal or idle_at == record.seq:
+                    # No event can come (the log is closed), or the store's wait
+                    # returned early without one: it would return at once again,
+                    # and this loop would spin without ever yielding.  Sleep.
+                    time.sleep(wait if record.state.terminal else min(wait, IDLE_POLL))
+                    idle_at = None
                 else:
-                    self.store.wait(task_id, record.seq, max(wait, 0.01))
+                    started = time.monotonic()
+                    self.store.wait(task_id, record.seq, wait)
+                    if time.monotonic() - started < wait / 2:
+                        idle_at = record.seq  # news, or an early return: the next round tells
             if not self._renew(key, owner):
                 return  # we stalled past the claim; the new holder carries on
 
@@ -188,6 +208,8 @@ class PushDispatcher:
         task: Optional[Task] = None
         active = list(targets)
         for entry in self.store.read(task_id, start):
+            if self.store.closed:
+                return  # the app shut down: no more sends (nor signals) from it
             if folds:
                 task = apply_event(task, entry.event) if task is not None else _first(entry)
             for target in list(active):
@@ -207,34 +229,57 @@ class PushDispatcher:
 
     def _send(self, task_id: str, target: PushTarget, entry: LogEntry, task: Optional[Task],
               renderer: PayloadRenderer, retry_at: Dict[str, float]) -> bool:
-        """Send one entry to one webhook; move its cursor.  False if it must wait."""
-        event = entry.event
-        payload = None
-        if not (isinstance(event, Message) and event.role is Role.USER):  # as streams do
-            payload = renderer((entry.seq, event), task)
-        config = target.config
-        if payload is None:
-            self._advance(task_id, target, entry.seq)
-            return True
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        """Send one entry to one webhook; move its cursor.  False if it must wait.
+
+        Whatever goes wrong between rendering and the answer (a refused URL, a
+        network error, a token the HTTP library will not put in a header) is a
+        failure of this webhook alone: it is retried and, in the end, given up
+        on; the task's other webhooks carry on.  Store errors are not caught here.
+        """
         attempt = target.failures + 1
-        error = ""
         status: Optional[int] = None
+        asked: Optional[float] = None  # the receiver's Retry-After
+        outcome: Optional[WebhookResponse] = None
         try:
-            response = self.transport.post(config.url, body, self._headers(target, task_id, body))
-            status = response.status
-            if 200 <= status < 300:
-                self._sent(task_id, target, entry.seq, status, attempt, response.elapsed)
-                return True
-            error = f"HTTP {status} {response.reason}".strip()
-            if 300 <= status < 400:
-                error += " (redirects are not followed)"
-        except UnsafeWebhookError as exc:
-            error = str(exc)  # "webhook URL refused: ..." (DNS now says a private address)
-        except WebhookDeliveryError as exc:
+            body = self._render(entry, task, renderer)
+            if body is not None:
+                outcome = self.transport.post(target.config.url, body,
+                                              self._headers(target, task_id, body))
+                status = outcome.status
+        except (UnsafeWebhookError, WebhookDeliveryError) as exc:
+            # "webhook URL refused: ..." (DNS now says a private address), timeouts, resets
             error = str(exc)
-        self._failed(task_id, target, entry.seq, status, attempt, error, retry_at)
+        except Exception as exc:  # a bad value in this target's config, or a bug
+            # The message may quote a header value (a token): the type only, the
+            # rest at debug level.
+            error = f"{type(exc).__name__} while sending"
+            log.debug("webhook %s of task %s failed", shown_url(target.config.url), task_id,
+                      exc_info=True)
+        else:
+            if outcome is None:
+                self._advance(task_id, target, entry.seq)
+                return True
+            if 200 <= outcome.status < 300:
+                self._sent(task_id, target, entry.seq, outcome.status, attempt, outcome.elapsed)
+                return True
+            error = f"HTTP {outcome.status} {outcome.reason}".strip()
+            if 300 <= outcome.status < 400:
+                error += " (redirects are not followed)"
+            asked = outcome.retry_after
+        self._failed(task_id, target, entry.seq, status, attempt, error, retry_at, asked)
         return False
+
+    @staticmethod
+    def _render(entry: LogEntry, task: Optional[Task], renderer: PayloadRenderer
+                ) -> Optional[bytes]:
+        """The body for one entry, or None when this webhook gets nothing for it."""
+        event = entry.event
+        if isinstance(event, Message) and event.role is Role.USER:  # as streams do
+            return None
+        payload = renderer((entry.seq, event), task)
+        if payload is None:
+            return None
+        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
     def _headers(self, target: PushTarget, task_id: str, body: bytes) -> Mapping[str, str]:
         config = target.config
@@ -266,11 +311,12 @@ class PushDispatcher:
         log.debug("pushed event %d of task %s to %s: HTTP %d in %.3fs",
                   seq, task_id, url, status, elapsed)
         self._advance(task_id, target, seq)
-        signals.push_sent.send(self.sender, task_id=task_id, config_id=target.config.id,
+        signals.send(signals.push_sent, self.sender, task_id=task_id, config_id=target.config.id,
                                url=target.config.url, seq=seq, status=status, attempt=attempt)
 
     def _failed(self, task_id: str, target: PushTarget, seq: int, status: Optional[int],
-                attempt: int, error: str, retry_at: Dict[str, float]) -> None:
+                attempt: int, error: str, retry_at: Dict[str, float],
+                retry_after: Optional[float] = None) -> None:
         url = shown_url(target.config.url)
         target.failures = attempt
         target.gave_up = attempt >= self.retry.max_attempts
@@ -282,11 +328,13 @@ class PushDispatcher:
                       "again to resume.", url, target.config.id, task_id, attempt, error)
         else:
             delay = self.retry.delay(attempt)
+            if retry_after is not None:  # the receiver said when: not sooner (within reason)
+                delay = max(delay, min(retry_after, MAX_RETRY_AFTER))
             retry_at[target.config.id] = time.monotonic() + delay
             log.warning("webhook %s of task %s: event %d, attempt %d/%d failed (%s); "
                         "retrying in %.1fs", url, task_id, seq, attempt,
                         self.retry.max_attempts, error, delay)
-        signals.push_failed.send(self.sender, task_id=task_id, config_id=target.config.id,
+        signals.send(signals.push_failed, self.sender, task_id=task_id, config_id=target.config.id,
                                  url=target.config.url, seq=seq, status=status, attempt=attempt,
                                  error=error, gave_up=target.gave_up)
 

@@ -29,8 +29,11 @@ import ipaddress
 import re
 import socket
 from dataclasses import dataclass, field
-from typing import Any, Callable, FrozenSet, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import (Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Tuple,
+                    Union)
 from urllib.parse import urlsplit
+
+from ..config import config_key, field_types, read_value
 
 Address = Union[ipaddress.IPv4Address, ipaddress.IPv6Address]
 Network = Union[ipaddress.IPv4Network, ipaddress.IPv6Network]
@@ -179,6 +182,26 @@ def is_public_address(address: Union[str, Address]) -> bool:
     except ValueError:
         return False
     return _classify(ip) is None
+
+
+def header_value_problem(value: str) -> str:
+    """Why ``value`` cannot go out as an HTTP header value, or ``""`` if it can.
+
+    A webhook's token and credentials are sent as headers.  ``requests`` and
+    ``http.client`` refuse CR and LF (header injection) and a leading space,
+    and cannot encode characters beyond Latin-1: a stored value like that would
+    fail every delivery, so it is refused when the webhook is registered.  Any
+    control character is refused, not only the ones today's libraries reject.
+    """
+    for char in value:
+        code = ord(char)
+        if code < 0x20 or 0x7F <= code < 0xA0:
+            return f"contains a control character (U+{code:04X})"
+        if code > 0xFF:
+            return f"contains U+{code:04X}; HTTP header values carry Latin-1 characters only"
+    if value.startswith(" "):
+        return "starts with a space"
+    return ""
 
 
 def _is_metadata(ip: Address) -> bool:
@@ -353,10 +376,14 @@ class WebhookPolicy:
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> "WebhookPolicy":
         """Read ``A2A_PUSH_ALLOW_PRIVATE`` and ``A2A_PUSH_ALLOWED_HOSTS`` from a Flask config."""
-        values = {
-            "allow_private": config.get("A2A_PUSH_ALLOW_PRIVATE", False),
-            "allowed_hosts": config.get("A2A_PUSH_ALLOWED_HOSTS", ()),
-        }
+        # The same typed reader as init_app: "off" from the environment means False.
+        types = field_types()
+        values: Dict[str, Any] = {}
+        for argument, name in (("allow_private", "push_allow_private"),
+                               ("allowed_hosts", "push_allowed_hosts")):
+            if config_key(name) in config:
+                values[argument] = read_value(config_key(name), types[name],
+                                              config[config_key(name)])
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
 

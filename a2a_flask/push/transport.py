@@ -3,7 +3,8 @@
 :meth:`WebhookTransport.post` checks the URL with the
 :class:`~a2a_flask.push.guard.WebhookPolicy` *at send time* and then connects
 to one of the addresses that check vetted, never resolving the name again:
-the connection is pinned to the IP while the URL's host name still goes in
+the request's URL carries the IP itself (so neither requests nor urllib3, in
+any version, has a name to look up) while the URL's host name still goes in
 ``Host``, in SNI and into certificate checking.  So a name that resolved to a
 public address at registration and to ``127.0.0.1`` now (DNS rebinding) is
 refused, and one that changes between the check and the connect cannot
@@ -12,22 +13,27 @@ answer) and environment proxies are ignored: both would route around the guard.
 """
 from __future__ import annotations
 
+import email.utils
+import ipaddress
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from http.cookiejar import DefaultCookiePolicy
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
-
-import requests
-from requests.adapters import HTTPAdapter
-from requests.cookies import RequestsCookieJar
-# urllib3 is requests' own transport (a hard dependency of requests).
-from urllib3.exceptions import NewConnectionError
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple, Union
+from urllib.parse import urlsplit, urlunsplit
 
 from ..version import __version__
 from .guard import Destination, WebhookPolicy
 
-#: The attribute on a PreparedRequest naming the vetted ``(address, hostname)``.
-_PIN = "_a2a_pinned_destination"
+if TYPE_CHECKING:
+    import requests
+
+    from .pinned import _PinnedAdapter
+
+# requests (and urllib3, http.cookiejar) are imported on the first push, from
+# .pinned: they are a third of ``import a2a_flask``, and most agents never push.
+#: TLS adapters kept (one per webhook host name); the least recently used is closed.
+MAX_TLS_HOSTS = 64
 #: At most this many of a name's addresses are tried, so that a long DNS answer
 #: of dead addresses cannot hold a delivery worker for minutes.
 MAX_ADDRESS_ATTEMPTS = 4
@@ -48,6 +54,8 @@ class WebhookResponse:
     body: bytes
     #: Seconds from the start of :meth:`WebhookTransport.post` to the end of reading.
     elapsed: float
+    #: Seconds the receiver asked us to wait (``Retry-After``, on 429 and 503), if it did.
+    retry_after: Optional[float] = None
 
     @property
     def ok(self) -> bool:
@@ -55,44 +63,36 @@ class WebhookResponse:
         return 200 <= self.status < 300
 
 
-class _NoCookies(DefaultCookiePolicy):
-    """One receiver's cookies must never be sent to another."""
+def parse_retry_after(value: Optional[str]) -> Optional[float]:
+    """``Retry-After`` as seconds from now: delay-seconds or an HTTP date; None if
+    absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
-    def set_ok(self, cookie: Any, request: Any) -> bool:
+
+def _pinned_url(url: str, address: str, port: int) -> str:
+    """``url`` with its host replaced by the IP address (the port made explicit)."""
+    parts = urlsplit(url)
+    host = f"[{address}]" if ":" in address else address
+    return urlunsplit((parts.scheme, f"{host}:{port}", parts.path or "/", parts.query, ""))
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
         return False
-
-    def return_ok(self, cookie: Any, request: Any) -> bool:
-        return False
-
-
-class _PinnedAdapter(HTTPAdapter):
-    """An adapter that connects to the address pinned on the request, never to a name.
-
-    The pool key's host becomes the vetted IP; for https the URL's host name
-    becomes ``server_hostname`` (SNI and certificate hostname check), which is
-    also part of the pool key, so two names pinned to one IP never share a TLS
-    connection.  A request without a pin is refused.
-    """
-
-    def build_connection_pool_key_attributes(
-        self, request: requests.PreparedRequest, verify: Any, cert: Any = None,
-    ) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-        host_params, pool_kwargs = super().build_connection_pool_key_attributes(
-            request, verify, cert)
-        pin: Optional[Tuple[str, str]] = getattr(request, _PIN, None)
-        if pin is None:
-            raise ValueError("refusing to connect: the request was not pinned to a vetted address")
-        address, hostname = pin
-        host_params["host"] = address
-        if host_params.get("scheme") == "https":
-            pool_kwargs["server_hostname"] = hostname
-        return host_params, pool_kwargs
-
-    def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
-             verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:
-        # Never through a proxy: it would resolve and connect on its own.
-        return super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert,
-                            proxies={})
+    return True
 
 
 def _default_user_agent() -> str:
@@ -116,18 +116,6 @@ def _root_cause(exc: BaseException) -> BaseException:
         else:
             break
     return exc
-
-
-def _is_connect_failure(exc: requests.RequestException) -> bool:
-    """True when nothing reached the receiver, so another address may be tried."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    if isinstance(exc, (requests.exceptions.SSLError, requests.exceptions.ProxyError)):
-        return False
-    if isinstance(exc, requests.ConnectionError):
-        reason = getattr(exc.args[0], "reason", None) if exc.args else None
-        return isinstance(reason, NewConnectionError)
-    return False
 
 
 class WebhookTransport:
@@ -164,16 +152,39 @@ class WebhookTransport:
         self.timeout = (connect, read)
         self.max_response_bytes = max(0, int(max_response_bytes))
         self.verify = verify
-        session = requests.Session()
-        session.trust_env = False  # no proxies, netrc or CA bundle from the environment
-        session.cookies = RequestsCookieJar(policy=_NoCookies())
-        session.headers["User-Agent"] = user_agent or _default_user_agent()
-        # The body is only logged: spare the decompression (and its bombs).
-        session.headers["Accept-Encoding"] = "identity"
-        adapter = _PinnedAdapter(pool_connections=32, pool_maxsize=16, max_retries=0)
-        session.mount("http://", adapter)
-        session.mount("https://", adapter)
-        self._session = session
+        self.user_agent = user_agent or _default_user_agent()
+        self._built: Optional[Tuple[requests.Session, _PinnedAdapter]] = None
+        self._tls: "OrderedDict[str, _PinnedAdapter]" = OrderedDict()
+        self._tls_lock = threading.Lock()
+
+    def _build(self) -> Tuple[requests.Session, _PinnedAdapter]:
+        """The session and its plain adapter, made on first use."""
+        with self._tls_lock:
+            if self._built is None:
+                from .pinned import pinned_session
+
+                self._built = pinned_session(self.user_agent)
+            return self._built
+
+    @property
+    def _session(self) -> requests.Session:
+        return self._build()[0]
+
+    def _adapter(self, destination: Destination) -> _PinnedAdapter:
+        """The adapter for a destination: a TLS one names its host for SNI and certificates."""
+        if destination.scheme != "https" or _is_ip(destination.host):
+            return self._build()[1]
+        from .pinned import _PinnedAdapter
+
+        with self._tls_lock:
+            adapter = self._tls.pop(destination.host, None)
+            if adapter is None:
+                adapter = _PinnedAdapter(destination.host, pool_connections=4, pool_maxsize=16,
+                                         max_retries=0)
+                if len(self._tls) >= MAX_TLS_HOSTS:
+                    self._tls.popitem(last=False)[1].close()
+            self._tls[destination.host] = adapter
+            return adapter
 
     def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> WebhookResponse:
         """POST ``body`` to ``url`` with ``headers`` (``Content-Type`` is the caller's).
@@ -182,6 +193,10 @@ class WebhookTransport:
         :raises UnsafeWebhookError: the policy refuses the URL now.
         :raises WebhookDeliveryError: no answer: connect, TLS or read failure, timeout.
         """
+        import requests
+
+        from .pinned import _PIN, _is_connect_failure
+
         started = time.monotonic()
         destination = self.policy.check(url)
         request = requests.Request(
@@ -190,15 +205,17 @@ class WebhookTransport:
         )
         prepared = self._session.prepare_request(request)
         prepared.headers["Host"] = _host_header(destination)
+        named_url = prepared.url or destination.url
+        adapter = self._adapter(destination)
         where = f"{destination.host}:{destination.port}"
         failures = []
         for address in destination.addresses[:MAX_ADDRESS_ATTEMPTS]:
-            setattr(prepared, _PIN, (address, destination.host))
+            prepared.url = _pinned_url(named_url, address, destination.port)
+            setattr(prepared, _PIN, address)
             try:
-                response = self._session.send(
-                    prepared, timeout=self.timeout, verify=self.verify,
-                    allow_redirects=False, stream=True, proxies={},
-                )
+                # The adapter directly: no session redirect, cookie or proxy logic on the way.
+                response = adapter.send(prepared, stream=True, timeout=self.timeout,
+                                        verify=self.verify, proxies={})
             except requests.RequestException as exc:
                 if _is_connect_failure(exc):
                     failures.append(f"{address}: {self._describe(exc)}")
@@ -210,12 +227,16 @@ class WebhookTransport:
             finally:
                 response.close()
             return WebhookResponse(status=response.status_code, reason=response.reason or "",
-                                   body=content, elapsed=time.monotonic() - started)
+                                   body=content, elapsed=time.monotonic() - started,
+                                   retry_after=parse_retry_after(
+                                       response.headers.get("Retry-After")))
         raise WebhookDeliveryError(f"could not connect to {where}: " + "; ".join(failures))
 
     def _read(self, response: requests.Response, started: float) -> bytes:
         """The start of the body; what could not be read is dropped, not an error
         (the status line already told whether the receiver took the push)."""
+        import requests
+
         if self.max_response_bytes == 0:
             return b""
         deadline = started + self.timeout[0] + self.timeout[1]
@@ -232,6 +253,9 @@ class WebhookTransport:
         return b"".join(chunks)[: self.max_response_bytes]
 
     def _describe(self, exc: requests.RequestException) -> str:
+        import requests
+        from urllib3.exceptions import NewConnectionError
+
         if isinstance(exc, requests.ConnectTimeout):
             return f"no connection within {self.timeout[0]:g} s"
         if isinstance(exc, requests.ReadTimeout):
@@ -249,7 +273,12 @@ class WebhookTransport:
 
     def close(self) -> None:
         """Close pooled connections; the transport must not be used afterwards."""
-        self._session.close()
+        if self._built is not None:
+            self._built[0].close()
+        with self._tls_lock:
+            for adapter in self._tls.values():
+                adapter.close()
+            self._tls.clear()
 
     def __enter__(self) -> "WebhookTransport":
         return self

@@ -165,7 +165,8 @@ def _candidate_keys(keys: Keys, kid: Optional[str], alg: str) -> List[Any]:
         jwks = list(keys)
     else:
         # A key object: no kid to match; its type must fit the algorithm.
-        public = keys.public_key() if hasattr(keys, "private_bytes") else keys
+        key_object: Any = keys
+        public = key_object.public_key() if hasattr(keys, "private_bytes") else keys
         try:
             key_alg = _key_algorithm(public)
         except (TypeError, ValueError) as exc:
@@ -249,7 +250,8 @@ class Signer:
             # RFC 7518 §3.4: the raw 32-byte r and s, not cryptography's DER.
             r, s = c.decode_dss_signature(self._key.sign(signed, c.ec.ECDSA(c.hashes.SHA256())))
             return _int_bytes(r, 32) + _int_bytes(s, 32)
-        return self._key.sign(signed, c.padding.PKCS1v15(), c.hashes.SHA256())
+        signature: bytes = self._key.sign(signed, c.padding.PKCS1v15(), c.hashes.SHA256())
+        return signature
 
     def jwks(self) -> Dict[str, Any]:
         """The public key set to publish (at ``jwks_url``): ``{"keys": [jwk]}``."""

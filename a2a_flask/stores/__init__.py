@@ -1,12 +1,17 @@
 """Task stores, chosen by URL (``A2A_STORE``)."""
 from __future__ import annotations
 
+import logging
+import os
+from typing import TYPE_CHECKING, Any, Tuple, cast
 from urllib.parse import urlsplit
 
 from .base import LogEntry, SequenceConflict, StoreError, TaskQuery, TaskRecord, TaskStore
 from .memory import MemoryStore
-from .shelve import ShelveStore
-from .sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from .shelve import ShelveStore
+    from .sqlite import SQLiteStore
 
 __all__ = [
     "open_store",
@@ -21,17 +26,42 @@ __all__ = [
     "SQLiteStore",
 ]
 
+log = logging.getLogger("a2a_flask")
 
-def open_store(url: str, *, task_ttl: float = 0.0) -> TaskStore:
+
+def __getattr__(name: str) -> Any:
+    """The file stores, imported when first named (not every app uses them: cold start)."""
+    if name == "ShelveStore":
+        from .shelve import ShelveStore
+
+        return ShelveStore
+    if name == "SQLiteStore":
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+#: The files each file-backed store writes, as suffixes of the path in its URL.
+_FILES = {"sqlite": ("", "-wal", "-shm"), "shelve": (".log", ".lock", ".dat", ".dir", ".bak")}
+
+
+def open_store(url: Any, *, task_ttl: float = 0.0) -> TaskStore:
     """Open the store a URL names: ``memory://``, ``shelve:///path/to/file`` or
     ``sqlite:///path/to/file.db``.
 
     ``shelve://relative/file`` (and ``sqlite://relative.db``) are taken relative
     to the working directory.  ``redis://host:port/db`` (``rediss://`` for TLS,
     ``?prefix=name`` for the key prefix) needs the ``redis`` extra; ``task_ttl``
-    lets Redis expire finished tasks by itself.
+    lets Redis expire finished tasks by itself.  ``postgresql://``, ``mysql://``
+    and ``mariadb://`` URLs, and a SQLAlchemy ``Engine`` in place of the URL,
+    open the SQL store (the ``sql`` extra).
+    Missing folders on a shelve or sqlite path are created (and logged); a path
+    whose folder cannot be created or written, or whose files are folders or
+    read-only, raises :class:`StoreError` naming the path.
     Raises :class:`StoreError` for an unknown scheme or a path that cannot be used.
     """
+    if not isinstance(url, str):  # an app's SQLAlchemy Engine (A2A(store=db.engine))
+        return cast(TaskStore, _sql().SQLStore(url))
     parts = urlsplit(url)
     if parts.scheme == "memory":
         return MemoryStore()
@@ -39,10 +69,53 @@ def open_store(url: str, *, task_ttl: float = 0.0) -> TaskStore:
         path = parts.netloc + parts.path
         if not path:
             raise StoreError(f"{parts.scheme} store URL needs a path: {url!r}")
-        return ShelveStore(path) if parts.scheme == "shelve" else SQLiteStore(path)
+        check_path(parts.scheme, path, _FILES[parts.scheme])
+        if parts.scheme == "shelve":
+            from .shelve import ShelveStore
+
+            return ShelveStore(path)
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(path)
     if parts.scheme in ("redis", "rediss", "unix"):
         from .redis import RedisStore
 
         return RedisStore(url, task_ttl=task_ttl)
+    if parts.scheme.split("+", 1)[0] in ("postgresql", "postgres", "mysql", "mariadb"):
+        return cast(TaskStore, _sql().open_sql_store(url))
     raise StoreError(f"unknown store URL {url!r}; use memory://, shelve:///path, "
-                     "sqlite:///path or redis://host:port/db")
+                     "sqlite:///path, redis://host:port/db, postgresql://... or mysql://...")
+
+
+def check_path(scheme: str, path: str, suffixes: Tuple[str, ...]) -> None:
+    """Make sure a file store can live at ``path``: create missing folders, and
+    refuse a folder or file this process cannot write, naming the path."""
+    full = os.path.abspath(path)
+    folder = os.path.dirname(full)
+    where = f"cannot open {scheme} store at {full}"
+    if not os.path.isdir(folder):
+        try:
+            os.makedirs(folder)
+        except OSError as exc:
+            raise StoreError(f"{where}: cannot create the folder {folder} "
+                             f"({exc.strerror or exc})") from exc
+        # Said out loud: a typo in the path would otherwise start an empty store quietly.
+        log.warning("created the folder %s for the %s store at %s", folder, scheme, full)
+    # WAL and lock files are created next to the store: the folder must be writable.
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"{where}: cannot write in the folder {folder}")
+    for name in (full + suffix for suffix in suffixes):
+        if os.path.isdir(name):
+            raise StoreError(f"{where}: {name} is a folder")
+        if os.path.exists(name) and not os.access(name, os.R_OK | os.W_OK):
+            raise StoreError(f"{where}: {name} is not readable and writable")
+
+
+def _sql() -> Any:
+    """The SQL store's module, imported only when a SQL URL or engine is used."""
+    try:
+        from . import sql
+    except ImportError as exc:
+        raise StoreError(f"the SQL store needs SQLAlchemy and a driver ({exc}): "
+                         "pip install 'a2a-flask[sql]'") from None
+    return sql

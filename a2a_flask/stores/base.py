@@ -13,19 +13,28 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
+import logging
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Iterable, List, Optional, Tuple
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Type, TypeVar
 
-from ..protocol.errors import InvalidParamsError
-from ..protocol.events import Event
+from .. import signals
+from ..protocol.errors import InvalidParamsError, StoreUnavailable
+from ..protocol.events import Event as Event  # re-exported: the stores import it from here
+from ..protocol.events import apply_event
 from ..protocol.models import (
     Task,
+    TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
     TaskState,
     utc_now,
 )
+
+log = logging.getLogger("a2a_flask.store")
+
 
 class SequenceConflict(Exception):
     """Someone else appended to the task first; reload and try again."""
@@ -124,6 +133,12 @@ class TaskStore(ABC):
         if the log moved on since ``expected_seq``.
         """
 
+    def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
+        """The task's last sequence number and state, or None: what a waiter
+        checks without decoding the snapshot (stores that can, answer cheaper)."""
+        record = self.load(task_id)
+        return (record.seq, record.state) if record is not None else None
+
     @abstractmethod
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         """The log entries with a sequence number greater than ``after_seq``."""
@@ -198,9 +213,106 @@ class TaskStore(ABC):
         """Delete terminal tasks last updated before the timestamp (with logs,
         push targets and leases); return how many went."""
 
+    def wake(self, task_id: str) -> None:
+        """Wake this process's waiters on a task now (at shutdown, so streams can end).
+
+        The built-in stores keep their wake-ups in a ``_notifier``; another store
+        may override this (a waiter not woken still returns at its timeout).
+        """
+        notifier = getattr(self, "_notifier", None)
+        if notifier is not None:
+            notifier.notify(task_id)
+
     def close(self) -> None:
         """Release files and connections."""
         self.closed = True
+
+
+# ----------------------------------------------------------- outages
+
+#: The methods of the contract: what :func:`outages_as_unavailable` guards.
+CONTRACT = tuple(sorted(TaskStore.__abstractmethods__ | {"head"}))
+
+_Store = TypeVar("_Store", bound=Type[TaskStore])
+
+
+def outages_as_unavailable(errors: Tuple[Type[BaseException], ...],
+                           is_outage: Callable[[BaseException], bool] = lambda exc: True,
+                           ) -> Callable[[_Store], _Store]:
+    """Class decorator: the contract methods of a store raise :class:`StoreUnavailable`
+    when the backend raises one of ``errors`` that ``is_outage`` accepts.
+
+    The cause is logged (a warning at most every few seconds per store, with no
+    traceback: an outage is news for the operator, not a bug) and chained to
+    the new error; callers above the stores see one error type for every backend.
+    """
+    def decorate(cls: _Store) -> _Store:
+        for name in CONTRACT:
+            method = getattr(cls, name)
+            if getattr(method, "__isabstractmethod__", False):
+                continue
+            setattr(cls, name, _guarded(method, errors, is_outage))
+        return cls
+
+    return decorate
+
+
+def _guarded(method: Callable[..., Any], errors: Tuple[Type[BaseException], ...],
+             is_outage: Callable[[BaseException], bool]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def guarded(self: TaskStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except errors as exc:
+            if not is_outage(exc):
+                raise
+            report_outage(self, exc)
+            signals.send(signals.store_error, None, operation=method.__name__, exception=exc)
+            raise StoreUnavailable() from exc
+
+    return guarded
+
+
+_last_report: "dict[int, float]" = {}
+
+
+def report_outage(store: TaskStore, exc: BaseException) -> None:
+    """Log a store outage, once every 5 seconds per store (they come in bursts)."""
+    now = time.monotonic()
+    if now - _last_report.get(id(store), -10.0) >= 5.0:
+        _last_report[id(store)] = now
+        log.warning("task store unavailable (%s): %s: %s; callers get 'task store "
+                    "unavailable' until it answers again", type(store).__name__,
+                    type(exc).__name__, exc)
+# ------------------------------------------------------ lazy snapshots
+
+#: Fewest events an append-only store lets pile up after a snapshot before
+#: it stores a new one.
+COMPACT_MIN = 32
+
+
+def snapshot_due(snapshot_seq: int, seq: int, events: List[Event]) -> bool:
+    """Whether an append of ``events`` that ends at ``seq`` should also store the snapshot.
+
+    Rewriting the snapshot on every event costs O(n^2) bytes for a task of n
+    events (a streamed artifact grows by a part per chunk).  Artifact chunks
+    are therefore only logged until the events since the last snapshot are as
+    many as those before it (and at least :data:`COMPACT_MIN`): the bytes
+    written stay O(n) and a load folds at most half the log.  Any other event
+    (a status, a user turn) stores the snapshot at once: those are few, they
+    settle the task (so a finished task reads in one lookup), and the runtime
+    trims the history in the snapshot it hands over.
+    """
+    if not all(isinstance(event, TaskArtifactUpdateEvent) for event in events):
+        return True
+    return seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
+
+
+def fold(task: Task, events: Iterable[Event]) -> Task:
+    """The snapshot after ``events`` (the log entries past a stored snapshot)."""
+    for event in events:
+        task = apply_event(task, event)
+    return task
 
 
 # ----------------------------------------------------------- shared paging

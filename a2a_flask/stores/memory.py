@@ -72,11 +72,11 @@ class MemoryStore(TaskStore):
         return log[max(after_seq, 0):]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
-        ticket = self._notifier.ticket(task_id)
-        record = self._records.get(task_id)
-        if record is None or record.seq > after_seq or record.state.terminal:
-            return
-        ticket.wait(timeout)
+        with self._notifier.ticket(task_id) as ticket:
+            record = self._records.get(task_id)
+            if record is None or record.seq > after_seq or record.state.terminal:
+                return
+            ticket.wait(timeout)
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         return select_page(list(self._records.values()), query)

@@ -2,7 +2,8 @@
 
 Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 
-``{p}:task:{id}``   hash: the record's fields and the JSON snapshot
+``{p}:task:{id}``   hash: the record's fields, the JSON snapshot and ``snap_seq``, the
+                    last event it includes (later events are folded in on load)
 ``{p}:log:{id}``    list: the event log, entry ``seq - 1`` is event ``seq``
 ``{p}:idx:{tenant}:{owner}``  sorted set of task ids by status time (ListTasks)
 ``{p}:push:{id}``   hash: ``c:<config id>`` -> the webhook (JSON), ``d:<config id>`` -> its
@@ -15,7 +16,9 @@ Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 ``{p}:notify``      pub/sub channel: "task id seq" after every append
 
 Appends are one Lua script (compare-and-set on the sequence number, push the
-events, store the snapshot, index, publish), so they are atomic across hosts.
+events, store the snapshot when :func:`~.base.snapshot_due` says so, index,
+publish), so they are atomic across hosts, and a streamed chunk costs the same
+at any task length.
 Each process keeps one pub/sub subscription and wakes its local waiters; a
 waiter also re-reads every second, in case a message was lost on a reconnect.
 Finished tasks get a Redis expiry (the task TTL), so retention costs nothing.
@@ -26,11 +29,11 @@ import os
 import threading
 import time
 from datetime import datetime
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 from ..concurrency import Notifier, Worker
-from ..protocol.models import TERMINAL_STATES, Task
+from ..protocol.models import TERMINAL_STATES, Task, TaskState
 from .base import (
     Event,
     LogEntry,
@@ -43,25 +46,42 @@ from .base import (
     TaskStore,
     decode_page_token,
     encode_page_token,
+    fold,
     is_behind,
+    outages_as_unavailable,
+    snapshot_due,
 )
 from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
 
 #: How often a waiter re-reads without a wake-up (seconds): a safety net only.
 SAFETY_POLL = 1.0
+#: The longest any Redis call may take (seconds) before the store counts as unavailable.
+SOCKET_TIMEOUT = 5.0
+#: Error replies that mean "the server cannot serve now", not "our command is wrong".
+_OUTAGE_REPLIES = ("OOM", "READONLY", "MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN",
+                   "TRYAGAIN", "BUSY")
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """A connection error or timeout, or a reply saying the server is full or not ready."""
+    import redis
+
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+        return True
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_OUTAGE_REPLIES)
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
-# KEYS: task, log, index, channel, push, push order.  ARGV: expected seq, snapshot,
-# state, updated_at, score, task id, ttl seconds for terminal tasks (0 = none), events...
+# KEYS: task, log, index, channel, push, push order.  ARGV: expected seq, snapshot
+# ('' keeps the stored one), state, updated_at, score, task id, ttl seconds for terminal tasks (0 = none), events...
 _APPEND = """
 local seq = redis.call('HGET', KEYS[1], 'seq')
 if not seq then return -1 end
 if tonumber(seq) ~= tonumber(ARGV[1]) then return -2 end
 for i = 8, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
 local new = tonumber(ARGV[1]) + (#ARGV - 7)
-redis.call('HSET', KEYS[1], 'seq', new, 'snapshot', ARGV[2], 'state', ARGV[3],
-           'updated_at', ARGV[4])
+redis.call('HSET', KEYS[1], 'seq', new, 'state', ARGV[3], 'updated_at', ARGV[4])
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'snapshot', ARGV[2], 'snap_seq', new) end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
 if tonumber(ARGV[7]) > 0 then
   for i = 1, 6 do
@@ -141,6 +161,7 @@ def _score(timestamp: str) -> float:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
 
 
+@outages_as_unavailable((Exception,), _is_outage)
 class RedisStore(TaskStore):
     """See the module docstring.  ``url`` is ``redis://host:port/db[?prefix=name]``."""
 
@@ -156,8 +177,9 @@ class RedisStore(TaskStore):
         clean = url.split("?", 1)[0]
         try:
             # Typed Any: redis-py's return types are unions of sync and async forms.
-            self._redis: Any = redis.Redis.from_url(clean, socket_connect_timeout=5,
-                                                    health_check_interval=30)
+            self._redis: Any = redis.Redis.from_url(
+                clean, socket_connect_timeout=SOCKET_TIMEOUT, socket_timeout=SOCKET_TIMEOUT,
+                health_check_interval=30)
             self._redis.ping()
         except redis.RedisError as exc:
             raise StoreError(f"cannot reach the redis store at {clean}: {exc}") from exc
@@ -194,20 +216,28 @@ class RedisStore(TaskStore):
 
     # ------------------------------------------------------------ records
 
-    @staticmethod
-    def _record(fields: Dict[bytes, bytes]) -> TaskRecord:
+    def _record(self, task_id: str, fields: Dict[bytes, bytes]) -> TaskRecord:
+        """A record from the task hash: its snapshot plus the events logged after it."""
         def text(name: str) -> str:
             return fields[name.encode()].decode()
 
-        return TaskRecord(load_task(text("snapshot")), int(text("seq")), text("tenant"),
-                          text("owner"), text("dialect"), text("created_at"))
+        seq = int(text("seq"))
+        task = load_task(text("snapshot"))
+        snap_seq = int(fields.get(b"snap_seq", seq))  # absent: written before lazy snapshots
+        if snap_seq < seq:
+            # Log entry i holds event i + 1; entries only ever get added, so the
+            # range is exactly the events after the snapshot, up to this seq.
+            raw = self._redis.lrange(self._key("log", task_id), snap_seq, seq - 1)
+            task = fold(task, (load_event(item.decode()) for item in raw))
+        return TaskRecord(task, seq, text("tenant"), text("owner"), text("dialect"),
+                          text("created_at"))
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
         task = record.task
         fields = {"tenant": record.tenant, "owner": record.owner, "dialect": record.dialect,
                   "context_id": task.context_id, "state": task.status.state.value,
                   "created_at": record.created_at, "updated_at": record.updated_at,
-                  "seq": record.seq, "snapshot": dump_task(task)}
+                  "seq": record.seq, "snapshot": dump_task(task), "snap_seq": record.seq}
         flat: List[Any] = [item for pair in fields.items() for item in pair]
         created = self._create(
             keys=[self._key("task", task.id), self._key("log", task.id),
@@ -219,13 +249,19 @@ class RedisStore(TaskStore):
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         fields = self._redis.hgetall(self._key("task", task_id))
-        return self._record(fields) if fields else None
+        return self._record(task_id, fields) if fields else None
+
+    def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
+        seq, state = self._redis.hmget(self._key("task", task_id), "seq", "state")
+        return (int(seq), TaskState(state.decode())) if seq is not None else None
 
     def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
-        tenant, owner, created = self._redis.hmget(self._key("task", task_id),
-                                                   "tenant", "owner", "created_at")
+        tenant, owner, created, snap_seq = self._redis.hmget(
+            self._key("task", task_id), "tenant", "owner", "created_at", "snap_seq")
         if tenant is None:
             raise SequenceConflict(task_id)
+        last = expected_seq + len(events)
+        due = snap_seq is None or snapshot_due(int(snap_seq), last, events)
         state = task.status.state
         updated = task.status.timestamp or created.decode()
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
@@ -233,7 +269,7 @@ class RedisStore(TaskStore):
             keys=[self._key("task", task_id), self._key("log", task_id),
                   self._index(tenant.decode(), owner.decode()), self._channel,
                   self._key("push", task_id), self._key("pushorder", task_id)],
-            args=[expected_seq, dump_task(task), state.value, updated, _score(updated), task_id,
+            args=[expected_seq, dump_task(task) if due else "", state.value, updated, _score(updated), task_id,
                   ttl, *[dump_event(e) for e in events]],
         )
         if seq < 0:
@@ -262,13 +298,17 @@ class RedisStore(TaskStore):
         while not self.closed and self._listener_pid == os.getpid():
             try:
                 pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-                pubsub.subscribe(self._channel)
-                for message in pubsub.listen():
-                    if self.closed:
-                        break
-                    task_id = message["data"].decode().rsplit(" ", 1)[0]
-                    self._notifier.notify(task_id)
-                pubsub.close()
+                try:
+                    pubsub.subscribe(self._channel)
+                    # Timed reads (not listen()): the connection's socket timeout
+                    # would otherwise end an idle subscription every few seconds.
+                    while not self.closed:
+                        message = pubsub.get_message(timeout=SAFETY_POLL)
+                        if message is not None and message["type"] == "message":
+                            task_id = message["data"].decode().rsplit(" ", 1)[0]
+                            self._notifier.notify(task_id)
+                finally:
+                    pubsub.close()
             except Exception:  # reconnect; waiters re-read meanwhile (SAFETY_POLL)
                 time.sleep(0.5)
 
@@ -312,7 +352,8 @@ class RedisStore(TaskStore):
         pipe = self._redis.pipeline(transaction=False)
         for _, task_id in page:
             pipe.hgetall(self._key("task", task_id))
-        records = [self._record(fields) for fields in (pipe.execute() if page else []) if fields]
+        found = zip((task_id for _, task_id in page), pipe.execute() if page else [])
+        records = [self._record(task_id, fields) for task_id, fields in found if fields]
         more = len(rest) > query.page_size
         return TaskPage(records, len(matching),
                         encode_page_token(records[-1]) if more and records else "")

@@ -26,13 +26,24 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def event_body(event: Event) -> Dict[str, Any]:
+    """An event as a JSON object (a StreamResponse: its kind names its one member)."""
+    return {_KINDS[type(event)]: encode(event)}
+
+
+def event_from_body(body: Dict[str, Any]) -> Event:
+    """The inverse of :func:`event_body`."""
+    ((kind, value),) = body.items()
+    event: Event = decode(_TYPES[kind], value)
+    return event
+
+
 def dump_event(event: Event) -> str:
-    return dumps({_KINDS[type(event)]: encode(event)})
+    return dumps(event_body(event))
 
 
 def load_event(text: str) -> Event:
-    ((kind, body),) = json.loads(text).items()
-    return decode(_TYPES[kind], body)
+    return event_from_body(json.loads(text))
 
 
 def dump_task(task: Task) -> str:

@@ -1,28 +1,40 @@
-"""A store in a ``shelve`` file: survives restarts, shared by the workers of one host.
+"""A store in a local file: survives restarts and SIGKILL, shared by the workers of one host.
 
-Every operation opens the shelf under an ``flock`` (shared to read, exclusive
-to write) and closes it again, so several processes see each other's writes.
-The shelf uses ``dbm.dumb`` on purpose: it exists on every Python build and
-its files are portable.  Wake-ups across processes are found by watching the
-shelf's index file change; within a process they are immediate.
+The file is an append-only log of checksummed JSON records
+(:mod:`~a2a_flask.stores.recordlog`): a task's creation or append is one
+record holding its new events and its new snapshot, so it is all there or
+not at all.  Each process keeps an index in memory (where each task's
+records lie, plus what ListTasks filters and sorts on, webhooks, leases and
+claims) and catches up before every call by reading only the records other
+processes appended since its last look: a call costs the same with ten tasks
+or ten thousand.  Writes take an exclusive ``flock`` (waiting with a
+cooperative sleep), check the compare-and-set against the caught-up index,
+append, release the lock, and ``fdatasync`` tasks and webhooks before the call
+returns (in gevent's thread pool under gevent); reads take no file lock.  When the file has doubled since it was last compacted, the writer
+rewrites the live records (dropping superseded snapshots, purged tasks,
+expired claims) to a new file and renames it over the old one.
 
-Meant for development and modest single-host loads: each call costs a file
-open.  Many workers under load want an SQL or networked store.
+The name is historical: stores written by the ``shelve``/``dbm.dumb`` format
+of earlier releases are migrated into the log the first time they are
+opened, and their files renamed with a ``.migrated`` suffix.
 """
 from __future__ import annotations
 
-import contextlib
+import bisect
+import dataclasses
 import dbm.dumb
-import fcntl
+import json
 import os
 import shelve as shelve_module
+import threading
 import time
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
-from ..concurrency import Notifier
-from ..protocol.models import Task
+from ..concurrency import Notifier, cooperate
+from ..protocol.codec import decode, encode
+from ..protocol.models import TERMINAL_STATES, Task, TaskPushNotificationConfig
+from ..protocol.events import Event
 from .base import (
-    Event,
     LogEntry,
     PushTarget,
     SequenceConflict,
@@ -31,181 +43,495 @@ from .base import (
     TaskQuery,
     TaskRecord,
     TaskStore,
+    decode_page_token,
+    encode_page_token,
     is_behind,
-    select_page,
+    outages_as_unavailable,
 )
+from .recordlog import Flusher, LockTimeout, RecordLog
+from .serial import dumps, event_body, event_from_body
 
 #: How often a waiter looks for writes made by other processes (seconds).
 POLL_INTERVAL = 0.05
+#: The log is compacted when it reaches this size and twice its size after the last compaction.
+COMPACT_MIN_BYTES = 4 << 20
+#: Records replayed (or tasks compacted) between two yields to other greenlets.
+YIELD_EVERY = 1000
+#: Suffixes of the files of the earlier ``dbm.dumb`` format.
+OLD_SUFFIXES = (".dir", ".dat", ".bak")
+
+_TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
+T = TypeVar("T")
+Ref = Tuple[int, int]  # (offset, length) of a record's payload in the log
 
 
+class _Task:
+    """What the index knows about a task without reading the log."""
+
+    __slots__ = ("tenant", "owner", "dialect", "created_at", "context_id", "state",
+                 "updated_at", "seq", "snapshot", "lasts", "refs")
+
+    def __init__(self, meta: List[str]) -> None:
+        self.tenant, self.owner, self.dialect, self.created_at = meta
+        self.context_id = self.state = self.updated_at = ""
+        self.seq = 0
+        self.snapshot: Ref = (0, 0)
+        #: For each record holding this task's events: its last sequence number and where it is.
+        self.lasts: List[int] = []
+        self.refs: List[Ref] = []
+
+
+def _named(path: str, exc: OSError) -> OSError:
+    """``exc`` with the store's path in its message; still an OSError, which the
+    class decorator below turns into StoreUnavailable (an outage, not a bug)."""
+    if isinstance(exc, LockTimeout):
+        return LockTimeout(str(exc))  # its message names the store already
+    return OSError(exc.errno, f"shelve store at {path}: {exc.strerror or exc}")
+
+
+# OSError: the write lock timed out (recordlog.LockTimeout), or the files are gone or
+# unwritable (disk full).
+@outages_as_unavailable((OSError,))
 class ShelveStore(TaskStore):
-    """See the module docstring.  ``path`` is the shelf's base file name."""
+    """See the module docstring.  ``path`` names the store: its log is ``path + ".log"``."""
 
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
-        directory = os.path.dirname(self.path)
+        self._lock = threading.Lock()
+        self._notifier = Notifier()
+        self._reset()
+        self._base_size = 0
         try:
-            os.makedirs(directory, exist_ok=True)
-            self._lock_path = self.path + ".lock"
-            with self._shelf(write=True):
-                pass
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._log = RecordLog(self.path + ".log", self.path + ".lock")
+            with self._lock:
+                self._catch_up()
+            self._base_size = self._log.size()
+            if not self._tasks and os.path.exists(self.path + ".dir"):
+                self._migrate()
         except OSError as exc:
             raise StoreError(f"cannot open shelve store at {self.path}: {exc}") from exc
-        self._notifier = Notifier()
 
-    @contextlib.contextmanager
-    def _shelf(self, write: bool = False) -> Iterator[shelve_module.Shelf]:
-        with open(self._lock_path, "a+b") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX if write else fcntl.LOCK_SH)
-            try:
-                db: Any = dbm.dumb.open(self.path, "c" if write else "r")
-                shelf: shelve_module.Shelf = shelve_module.Shelf(db, protocol=4)
-                try:
-                    yield shelf
-                finally:
-                    shelf.close()
-            finally:
-                fcntl.flock(lock_file, fcntl.LOCK_UN)
+    # ------------------------------------------------------------ the index
 
-    def _version(self) -> tuple:
+    def _reset(self) -> None:
+        self._tasks: Dict[str, _Task] = {}
+        #: Per (tenant, owner): (updated_at, task id) ascending, for ListTasks.
+        self._order: Dict[Tuple[str, str], List[Tuple[str, str]]] = {}
+        self._targets: Dict[str, Dict[str, PushTarget]] = {}
+        self._leases: Dict[str, Tuple[str, float]] = {}
+        self._claims: Dict[str, Tuple[str, float]] = {}
+
+    def _catch_up(self) -> None:
+        """Apply the records other processes appended (call under ``self._lock``)."""
+        restarted, records = self._log.changes()
+        if restarted:
+            self._reset()
+        for count, (offset, payload) in enumerate(records, 1):
+            self._apply(json.loads(payload), (offset, len(payload)))
+            if count % YIELD_EVERY == 0:
+                cooperate()  # a big catch-up (first open, after a compaction) must not freeze the hub
+        if restarted:
+            self._base_size = self._log.end  # compacted (here or elsewhere): grow from here
+
+    def _apply(self, rec: Dict[str, Any], ref: Ref) -> None:
+        kind = rec["k"]
+        if kind == "t":
+            self._apply_task(rec, ref)
+        elif kind == "p":
+            target = PushTarget(decode(TaskPushNotificationConfig, rec["cfg"]), rec["d"], rec["o"],
+                                rec["ds"], rec["f"], rec["g"])
+            self._targets.setdefault(rec["id"], {})[target.config.id] = target
+        elif kind == "pd":
+            self._targets.get(rec["id"], {}).pop(rec["c"], None)
+        elif kind == "pp":
+            moved = self._targets.get(rec["id"], {}).get(rec["c"])
+            if moved is not None:
+                moved.delivered_seq, moved.failures, moved.gave_up = rec["ds"], rec["f"], rec["g"]
+        elif kind == "c":
+            self._claims[rec["key"]] = (rec["o"], rec["x"])
+        elif kind == "cu":
+            self._claims.pop(rec["key"], None)
+        elif kind == "l":
+            for task_id in rec["ids"]:
+                self._leases[task_id] = (rec["o"], rec["x"])
+        elif kind == "lu":
+            self._leases.pop(rec["id"], None)
+        elif kind == "x":
+            for task_id in rec["ids"]:
+                self._forget(task_id)
+
+    def _apply_task(self, rec: Dict[str, Any], ref: Ref) -> None:
+        task_id = rec["id"]
+        entry = self._tasks.get(task_id)
+        if "meta" in rec:
+            if entry is not None:
+                self._unorder(task_id, entry)
+            entry = self._tasks[task_id] = _Task(rec["meta"])
+        elif entry is None:
+            return  # appended to a task purged meanwhile
+        else:
+            self._unorder(task_id, entry)
+        entry.context_id, entry.state, entry.updated_at = rec["cx"], rec["st"], rec["up"]
+        entry.seq = rec["seq"]
+        entry.snapshot = ref
+        if rec["ev"]:
+            entry.lasts.append(rec["ev"][-1][0])
+            entry.refs.append(ref)
+        bisect.insort(self._order.setdefault((entry.tenant, entry.owner), []),
+                      (entry.updated_at, task_id))
+
+    def _unorder(self, task_id: str, entry: _Task) -> None:
+        keys = self._order.get((entry.tenant, entry.owner), [])
+        at = bisect.bisect_left(keys, (entry.updated_at, task_id))
+        if at < len(keys) and keys[at] == (entry.updated_at, task_id):
+            del keys[at]
+
+    def _forget(self, task_id: str) -> None:
+        entry = self._tasks.pop(task_id, None)
+        if entry is not None:
+            self._unorder(task_id, entry)
+        self._targets.pop(task_id, None)
+        self._leases.pop(task_id, None)
+
+    # ------------------------------------------------------------ plumbing
+
+    def _read(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the caught-up index (no file lock: records never change)."""
         try:
-            st = os.stat(self.path + ".dir")
-            return (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError:
-            return ()
+            with self._lock:
+                self._catch_up()
+                return fn()
+        except OSError as exc:
+            raise _named(self.path, exc) from exc
+
+    def _write(self, build: Callable[[], Tuple[List[Dict[str, Any]], Any]],
+               sync: bool = True) -> Any:
+        """Under the file lock: catch up, let ``build`` check and make records, append them.
+
+        ``sync``: flush to disk before returning (tasks and webhooks; leases and
+        claims expire by themselves, so losing the last ones to a power cut is harmless).
+        """
+        flush: Optional[Flusher] = None
+        try:
+            with self._lock, self._log.locked():
+                self._catch_up()
+                records, result = build()
+                if records:
+                    payloads = [dumps(rec).encode() for rec in records]
+                    offsets = self._log.append(payloads)
+                    for rec, offset, payload in zip(records, offsets, payloads):
+                        self._apply(rec, (offset, len(payload)))
+                    if self._log.size() >= max(COMPACT_MIN_BYTES, 2 * self._base_size):
+                        self._compact()  # (the new file is on disk before it replaces the old)
+                    elif sync:
+                        flush = self._log.flusher()
+            # Flushed outside the locks: other writers go on meanwhile, and one flush
+            # covers every record appended before it.
+            if flush is not None:
+                flush()
+            return result
+        except OSError as exc:  # a full disk, a removed directory: say which store
+            raise _named(self.path, exc) from exc
+
+    def _payload(self, ref: Ref) -> bytes:
+        return self._log.read(*ref)
+
+    @staticmethod
+    def _record(meta: Tuple[str, str, str, str, int], payload: bytes) -> TaskRecord:
+        tenant, owner, dialect, created_at, seq = meta
+        task = decode(Task, json.loads(payload)["task"])
+        return TaskRecord(task, seq, tenant, owner, dialect, created_at)
+
+    def _snapshot_of(self, task_id: str) -> Optional[Tuple[Tuple[str, str, str, str, int], bytes]]:
+        entry = self._tasks.get(task_id)
+        if entry is None:
+            return None
+        meta = (entry.tenant, entry.owner, entry.dialect, entry.created_at, entry.seq)
+        return meta, self._payload(entry.snapshot)
+
+    # ------------------------------------------------------------ tasks and logs
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
-        task_id = record.task.id
-        with self._shelf(write=True) as db:
-            if "t:" + task_id in db:
-                raise SequenceConflict(task_id)
-            db[f"e:{task_id}:{record.seq}"] = first_event
-            db["t:" + task_id] = record
-        self._notifier.notify(task_id)
+        task = record.task
+
+        def build() -> Tuple[List[Dict[str, Any]], None]:
+            if task.id in self._tasks:
+                raise SequenceConflict(task.id)
+            rec = _task_record(task, record.seq, [(record.seq, event_body(first_event))],
+                               record.created_at)
+            rec["meta"] = [record.tenant, record.owner, record.dialect, record.created_at]
+            return [rec], None
+
+        self._write(build)
+        self._notifier.notify(task.id)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
-        with self._shelf() as db:
-            return db.get("t:" + task_id)
+        found = self._read(lambda: self._snapshot_of(task_id))
+        return None if found is None else self._record(*found)
 
     def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
-        with self._shelf(write=True) as db:
-            record: TaskRecord = db["t:" + task_id]
-            if record.seq != expected_seq:
+        def build() -> Tuple[List[Dict[str, Any]], int]:
+            entry = self._tasks.get(task_id)
+            if entry is None or entry.seq != expected_seq:
                 raise SequenceConflict(task_id)
-            seq = expected_seq
-            for event in events:
-                seq += 1
-                db[f"e:{task_id}:{seq}"] = event
-            db["t:" + task_id] = TaskRecord(
-                task, seq, record.tenant, record.owner, record.dialect, record.created_at
-            )
+            numbered = [(expected_seq + i, event_body(e)) for i, e in enumerate(events, 1)]
+            seq = expected_seq + len(events)
+            return [_task_record(task, seq, numbered, entry.created_at)], seq
+
+        seq: int = self._write(build)
         self._notifier.notify(task_id)
         return seq
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
-        with self._shelf() as db:
-            record = db.get("t:" + task_id)
-            if record is None:
+        def payloads() -> List[bytes]:
+            entry = self._tasks.get(task_id)
+            if entry is None:
                 return []
-            seqs = range(after_seq + 1, record.seq + 1)
-            return [LogEntry(s, db[f"e:{task_id}:{s}"]) for s in seqs]
+            first = bisect.bisect_right(entry.lasts, after_seq)
+            return [self._payload(ref) for ref in entry.refs[first:]]
+
+        entries = []
+        for payload in self._read(payloads):
+            for seq, body in json.loads(payload)["ev"]:
+                if seq > after_seq:
+                    entries.append(LogEntry(seq, event_from_body(body)))
+        return entries
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         def passed() -> bool:
-            record = self.load(task_id)
-            return record is None or record.seq > after_seq or record.state.terminal
+            entry = self._tasks.get(task_id)
+            return entry is None or entry.seq > after_seq or entry.state in _TERMINAL
 
-        self._notifier.wait_polling(task_id, passed, self._version, timeout, POLL_INTERVAL)
+        self._notifier.wait_polling(task_id, lambda: bool(self._read(passed)),
+                                    self._log.version, timeout, POLL_INTERVAL)
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
-        with self._shelf() as db:
-            records = [db[k] for k in list(db.keys()) if k.startswith("t:")]
-        return select_page(records, query)
+        cursor = decode_page_token(query.page_token) if query.page_token else None
+        found = self._read(lambda: self._page(query, cursor))
+        records = [self._record(meta, payload) for meta, payload in found[0]]
+        more = found[2]
+        return TaskPage(records, found[1], encode_page_token(records[-1]) if more else "")
+
+    def _page(self, query: TaskQuery, cursor: Optional[Tuple[str, str]]) -> Tuple[Any, int, bool]:
+        keys = self._order.get((query.tenant, query.owner), [])
+        filtered = bool(query.context_id or query.state is not None or query.updated_after)
+
+        def wanted(key: Tuple[str, str]) -> bool:
+            entry = self._tasks[key[1]]
+            return ((not query.context_id or entry.context_id == query.context_id)
+                    and (query.state is None or entry.state == query.state.value)
+                    and (not query.updated_after or entry.updated_at >= query.updated_after))
+
+        total = sum(1 for key in keys if wanted(key)) if filtered else len(keys)
+        start = bisect.bisect_left(keys, cursor) if cursor is not None else len(keys)
+        page: List[str] = []
+        more = False
+        for at in range(start - 1, -1, -1):
+            if filtered and not wanted(keys[at]):
+                continue
+            if len(page) == query.page_size:
+                more = True
+                break
+            page.append(keys[at][1])
+        found = [self._snapshot_of(task_id) for task_id in page]
+        return [f for f in found if f is not None], total, more
+
+    # ------------------------------------------------------------ push targets
 
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
-        with self._shelf(write=True) as db:
-            targets: Dict[str, PushTarget] = db.get("p:" + task_id, {})
-            targets[target.config.id] = target
-            db["p:" + task_id] = targets
+        rec = {"k": "p", "id": task_id, "cfg": encode(target.config), "d": target.dialect,
+               "o": target.owner, "ds": target.delivered_seq, "f": target.failures,
+               "g": target.gave_up}
+        self._write(lambda: ([rec], None))
 
     def push_targets(self, task_id: str) -> List[PushTarget]:
-        with self._shelf() as db:
-            return list(db.get("p:" + task_id, {}).values())
+        # Copies: the delivery code moves its cursor on the object it holds.
+        return self._read(lambda: [dataclasses.replace(t)
+                                   for t in self._targets.get(task_id, {}).values()])
 
     def delete_push_config(self, task_id: str, config_id: str) -> None:
-        with self._shelf(write=True) as db:
-            configs = db.get("p:" + task_id, {})
-            if configs.pop(config_id, None) is not None:
-                db["p:" + task_id] = configs
+        def build() -> Tuple[List[Dict[str, Any]], None]:
+            if config_id not in self._targets.get(task_id, {}):
+                return [], None
+            return [{"k": "pd", "id": task_id, "c": config_id}], None
+
+        self._write(build)
 
     def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
                              failures: int, gave_up: bool) -> None:
-        with self._shelf(write=True) as db:
-            targets = db.get("p:" + task_id, {})
-            target = targets.get(config_id)
-            if target is not None:
-                target.delivered_seq, target.failures = delivered_seq, failures
-                target.gave_up = gave_up
-                db["p:" + task_id] = targets
+        def build() -> Tuple[List[Dict[str, Any]], None]:
+            if config_id not in self._targets.get(task_id, {}):
+                return [], None  # deleted meanwhile: stays deleted
+            return [{"k": "pp", "id": task_id, "c": config_id, "ds": delivered_seq,
+                     "f": failures, "g": gave_up}], None
+
+        # Losing the last cursor move to a power cut means one push is sent again (at least once).
+        self._write(build, sync=False)
 
     def push_backlog(self) -> List[str]:
-        with self._shelf() as db:
-            behind = []
-            for key in [k for k in list(db.keys()) if k.startswith("p:")]:
-                record: Optional[TaskRecord] = db.get("t:" + key[2:])
-                if record is not None and any(is_behind(t, record.seq) for t in db[key].values()):
-                    behind.append(key[2:])
-            return behind
+        def behind() -> List[str]:
+            return [task_id for task_id, targets in self._targets.items()
+                    if task_id in self._tasks
+                    and any(is_behind(t, self._tasks[task_id].seq) for t in targets.values())]
+
+        return self._read(behind)
+
+    # ------------------------------------------------------------ claims and leases
 
     def claim(self, key: str, owner: str, ttl: float) -> bool:
-        now = time.time()
-        with self._shelf(write=True) as db:
-            holder, expires = db.get("c:" + key, (owner, 0.0))
+        def build() -> Tuple[List[Dict[str, Any]], bool]:
+            now = time.time()
+            holder, expires = self._claims.get(key, (owner, 0.0))
             if holder != owner and expires >= now:
-                return False
-            db["c:" + key] = (owner, now + ttl)
-            return True
+                return [], False
+            return [{"k": "c", "key": key, "o": owner, "x": now + ttl}], True
+
+        return bool(self._write(build, sync=False))
 
     def release_claim(self, key: str, owner: str) -> None:
-        with self._shelf(write=True) as db:
-            if db.get("c:" + key, (None,))[0] == owner:
-                del db["c:" + key]
+        def build() -> Tuple[List[Dict[str, Any]], None]:
+            if self._claims.get(key, ("",))[0] != owner:
+                return [], None
+            return [{"k": "cu", "key": key}], None
+
+        self._write(build, sync=False)
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        with self._shelf(write=True) as db:
-            db["l:" + task_id] = (owner, time.time() + ttl)
+        rec = {"k": "l", "ids": [task_id], "o": owner, "x": time.time() + ttl}
+        self._write(lambda: ([rec], None), sync=False)
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
-        expires = time.time() + ttl
-        with self._shelf(write=True) as db:
-            for task_id in task_ids:
-                if db.get("l:" + task_id, (None,))[0] == owner:
-                    db["l:" + task_id] = (owner, expires)
+        def build() -> Tuple[List[Dict[str, Any]], None]:
+            held = [t for t in task_ids if self._leases.get(t, ("",))[0] == owner]
+            if not held:
+                return [], None
+            return [{"k": "l", "ids": held, "o": owner, "x": time.time() + ttl}], None
+
+        if task_ids:
+            self._write(build, sync=False)
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
-        with self._shelf(write=True) as db:
-            lease = db.get("l:" + task_id)
-            if lease is not None and (owner is None or lease[0] == owner):
-                del db["l:" + task_id]
+        def build() -> Tuple[List[Dict[str, Any]], None]:
+            lease = self._leases.get(task_id)
+            if lease is None or (owner is not None and lease[0] != owner):
+                return [], None
+            return [{"k": "lu", "id": task_id}], None
+
+        self._write(build, sync=False)
 
     def expired_leases(self) -> List[str]:
         now = time.time()
-        with self._shelf() as db:
-            return [key[2:] for key in list(db.keys())
-                    if key.startswith("l:") and db[key][1] < now]
+        return self._read(lambda: [task_id for task_id, (_, expires) in self._leases.items()
+                                   if expires < now])
+
+    # ------------------------------------------------------------ retention
 
     def purge(self, updated_before: str) -> int:
-        with self._shelf(write=True) as db:
-            gone = []
-            for key in [k for k in list(db.keys()) if k.startswith("t:")]:
-                record: TaskRecord = db[key]
-                if record.state.terminal and record.updated_at < updated_before:
-                    gone.append(record)
-            for record in gone:
-                task_id = record.task.id
-                for seq in range(1, record.seq + 1):
-                    db.pop(f"e:{task_id}:{seq}", None)
-                for prefix in ("t:", "p:", "l:"):
-                    db.pop(prefix + task_id, None)
-        return len(gone)
+        def build() -> Tuple[List[Dict[str, Any]], int]:
+            gone = [task_id for task_id, entry in self._tasks.items()
+                    if entry.state in _TERMINAL and entry.updated_at < updated_before]
+            return ([{"k": "x", "ids": gone}] if gone else []), len(gone)
+
+        count: int = self._write(build)
+        return count
+
+    def _compact(self) -> None:
+        """Rewrite the live records to a new file (under both locks); see the module docstring."""
+        self._log.replace(self._live_payloads())
+        self._catch_up()  # reads the new file from its start
+        self._base_size = self._log.size()
+
+    def _live_payloads(self) -> Iterator[bytes]:
+        for count, (task_id, entry) in enumerate(list(self._tasks.items()), 1):
+            events: List[Any] = []
+            for ref in entry.refs:
+                rec = json.loads(self._payload(ref))
+                events.extend(rec["ev"])
+            snapshot = json.loads(self._payload(entry.snapshot))["task"]
+            yield dumps({"k": "t", "id": task_id, "seq": entry.seq, "ev": events,
+                         "task": snapshot, "cx": entry.context_id, "st": entry.state,
+                         "up": entry.updated_at,
+                         "meta": [entry.tenant, entry.owner, entry.dialect,
+                                  entry.created_at]}).encode()
+            if count % YIELD_EVERY == 0:
+                cooperate()
+        for task_id, targets in self._targets.items():
+            for t in targets.values():
+                yield dumps({"k": "p", "id": task_id, "cfg": encode(t.config), "d": t.dialect,
+                             "o": t.owner, "ds": t.delivered_seq, "f": t.failures,
+                             "g": t.gave_up}).encode()
+        now = time.time()
+        for key, (owner, expires) in self._claims.items():
+            if expires >= now:
+                yield dumps({"k": "c", "key": key, "o": owner, "x": expires}).encode()
+        for task_id, (owner, expires) in self._leases.items():
+            yield dumps({"k": "l", "ids": [task_id], "o": owner, "x": expires}).encode()
+
+    def compact(self) -> None:
+        """Compact now (it also happens by itself as the file grows)."""
+        with self._lock, self._log.locked():
+            self._catch_up()
+            self._compact()
+
+    # ------------------------------------------------------------ the earlier format
+
+    def _migrate(self) -> None:
+        """Copy a store of the earlier ``dbm.dumb`` format into the log, then set it aside."""
+        def build() -> Tuple[List[Dict[str, Any]], bool]:
+            if self._tasks or not os.path.exists(self.path + ".dir"):
+                return [], False  # another worker was first
+            try:
+                return _read_old_shelf(self.path), True
+            except Exception as exc:  # a torn index, a missing .dat, an unknown pickle
+                raise StoreError(
+                    f"{self.path}.dir/.dat hold a shelve store of an earlier a2a_flask release "
+                    f"that cannot be read ({type(exc).__name__}: {exc}); move those files "
+                    "away to start with an empty store") from exc
+
+        if self._write(build):
+            for suffix in OLD_SUFFIXES:
+                try:
+                    os.replace(self.path + suffix, self.path + suffix + ".migrated")
+                except FileNotFoundError:
+                    pass  # .bak is optional; another worker may have moved it
+
+    def close(self) -> None:
+        super().close()
+        with self._lock:
+            self._log.close()
+
+
+def _task_record(task: Task, seq: int, events: List[Tuple[int, Any]],
+                 created_at: str) -> Dict[str, Any]:
+    return {"k": "t", "id": task.id, "seq": seq, "ev": events, "task": encode(task),
+            "cx": task.context_id, "st": task.status.state.value,
+            "up": task.status.timestamp or created_at}
+
+
+def _read_old_shelf(path: str) -> List[Dict[str, Any]]:
+    """The records that rebuild a store of the earlier format (tasks, webhooks, leases)."""
+    records: List[Dict[str, Any]] = []
+    db: Any = dbm.dumb.open(path, "r")
+    shelf: "shelve_module.Shelf[Any]"
+    with shelve_module.Shelf(db) as shelf:
+        for key in list(shelf.keys()):
+            if key.startswith("t:"):
+                old: TaskRecord = shelf[key]
+                task_id = old.task.id
+                events = [(seq, event_body(shelf[f"e:{task_id}:{seq}"]))
+                          for seq in range(1, old.seq + 1) if f"e:{task_id}:{seq}" in shelf]
+                rec = _task_record(old.task, old.seq, events, old.created_at)
+                rec["meta"] = [old.tenant, old.owner, old.dialect, old.created_at]
+                records.append(rec)
+            elif key.startswith("l:"):
+                owner, expires = shelf[key]  # type: Tuple[str, float]
+                records.append({"k": "l", "ids": [key[2:]], "o": owner, "x": expires})
+        for key in list(shelf.keys()):
+            if key.startswith("p:"):
+                targets: Dict[str, PushTarget] = shelf[key]
+                for t in targets.values():
+                    records.append({"k": "p", "id": key[2:], "cfg": encode(t.config),
+                                    "d": t.dialect, "o": t.owner, "ds": t.delivered_seq,
+                                    "f": t.failures, "g": t.gave_up})
+    return records

@@ -4,7 +4,10 @@ Each process keeps one connection, used under a lock: SQLite calls do not
 yield to gevent anyway, and one connection per greenlet would cost thousands
 of file handles.  Appends run in ``BEGIN IMMEDIATE`` transactions that check
 the expected sequence number, so writers in different processes never lose an
-update.  Waiters wake at once for writes made in this process and notice other
+update.  An append inserts its events and stores the task snapshot only now and
+then (:func:`~.base.snapshot_due`); :meth:`SQLiteStore.load` folds the events
+logged after the stored snapshot, so an event costs the same at any task length.
+Waiters wake at once for writes made in this process and notice other
 processes' commits through ``PRAGMA data_version`` within the poll interval.
 """
 from __future__ import annotations
@@ -13,10 +16,10 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Tuple
 
 from ..concurrency import Notifier
-from ..protocol.models import TERMINAL_STATES, Task
+from ..protocol.models import TERMINAL_STATES, Task, TaskState
 from .base import (
     Event,
     LogEntry,
@@ -29,7 +32,12 @@ from .base import (
     TaskStore,
     decode_page_token,
     encode_page_token,
+    fold,
+    outages_as_unavailable,
+    report_outage,
+    snapshot_due,
 )
+from ..protocol.errors import StoreUnavailable
 from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
 
 #: How often a waiter looks for commits made by other processes (seconds).
@@ -46,7 +54,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     seq INTEGER NOT NULL,
-    snapshot TEXT NOT NULL
+    snapshot TEXT NOT NULL,
+    snap_seq INTEGER
 );
 CREATE INDEX IF NOT EXISTS tasks_by_update ON tasks (tenant, owner, updated_at DESC, id DESC);
 CREATE TABLE IF NOT EXISTS events (
@@ -78,6 +87,9 @@ CREATE TABLE IF NOT EXISTS claims (
 """
 
 
+# Every OperationalError is the environment's doing (locked past the timeout, disk
+# I/O, a file removed or made read-only); our SQL is fixed, so none is a caller's.
+@outages_as_unavailable((sqlite3.OperationalError,))
 class SQLiteStore(TaskStore):
     """See the module docstring.  ``path`` is the database file."""
 
@@ -85,11 +97,30 @@ class SQLiteStore(TaskStore):
         self.path = os.path.abspath(path)
         try:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._connect()
-            self._db.executescript(SCHEMA)
+            self._open()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open sqlite store at {self.path}: {exc}") from exc
         self._notifier = Notifier()
+
+    def _open(self) -> None:
+        """Connect and create the schema, waiting out another process's write lock
+        (a worker that boots while another one writes must not fail to boot)."""
+        for pause in _backoff():
+            try:
+                self._connect()
+                self._db.executescript(SCHEMA)
+                columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
+                if "snap_seq" not in columns:
+                    # A file from before lazy snapshots: NULL reads as "snapshot at seq".
+                    self._db.execute("ALTER TABLE tasks ADD COLUMN snap_seq INTEGER")
+                return
+            except sqlite3.OperationalError as exc:
+                if hasattr(self, "_db"):
+                    self._db.close()
+                if not _is_busy(exc):
+                    raise
+            time.sleep(pause)
+        raise StoreError(f"sqlite store at {self.path} stayed locked for {BUSY_TIMEOUT}s")
 
     def _connect(self) -> None:
         # A connection must not cross a fork (gunicorn --preload): each process opens its own.
@@ -101,32 +132,49 @@ class SQLiteStore(TaskStore):
                                    check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        # One cursor for every statement (all run under the lock): a new cursor
+        # per call would also leave a weak reference per call in the connection,
+        # pruned only every 200 cursors.
+        self._cursor = self._db.cursor()
 
     # ------------------------------------------------------------ plumbing
 
-    def _query(self, sql: str, args: tuple = ()) -> List[Any]:
+    def _query(self, sql: str, args: Tuple[Any, ...] = ()) -> List[Any]:
         if self._pid != os.getpid():
             self._connect()
         for pause in _backoff():
             with self._lock:
                 try:
-                    return self._db.execute(sql, args).fetchall()
+                    return self._cursor.execute(sql, args).fetchall()
                 except sqlite3.OperationalError as exc:
                     if not _is_busy(exc):
                         raise
             time.sleep(pause)  # readers rarely wait in WAL mode (recovery, checkpoints)
-        raise StoreError(f"sqlite store at {self.path} stayed busy for {BUSY_TIMEOUT}s")
+        raise self._unavailable("busy")
+
+    def _unavailable(self, how: str) -> StoreUnavailable:
+        cause = StoreError(f"sqlite store at {self.path} stayed {how} for {BUSY_TIMEOUT}s")
+        report_outage(self, cause)
+        error = StoreUnavailable()
+        error.__cause__ = cause
+        return error
 
     def _transaction(self) -> "_Transaction":
         return _Transaction(self)
 
     def _data_version(self) -> int:
-        return self._query("PRAGMA data_version")[0][0]
+        version: int = self._query("PRAGMA data_version")[0][0]
+        return version
 
-    @staticmethod
-    def _record(row: Any) -> TaskRecord:
-        tenant, owner, dialect, created_at, seq, snapshot = row
-        return TaskRecord(load_task(snapshot), seq, tenant, owner, dialect, created_at)
+    def _record(self, row: Any) -> TaskRecord:
+        """A record from a ``_COLUMNS`` row: its snapshot plus the events logged after it."""
+        task_id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq = row
+        task = load_task(snapshot)
+        if snap_seq is not None and snap_seq < seq:
+            rows = self._query("SELECT event FROM events WHERE task_id=? AND seq>? AND seq<=? "
+                               "ORDER BY seq", (task_id, snap_seq, seq))
+            task = fold(task, (load_event(text) for (text,) in rows))
+        return TaskRecord(task, seq, tenant, owner, dialect, created_at)
 
     # ------------------------------------------------------------ contract
 
@@ -135,10 +183,12 @@ class SQLiteStore(TaskStore):
         with self._transaction() as db:
             try:
                 db.execute(
-                    "INSERT INTO tasks VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    "INSERT INTO tasks (id, tenant, owner, dialect, context_id, state, "
+                    "created_at, updated_at, seq, snapshot, snap_seq) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (task.id, record.tenant, record.owner, record.dialect, task.context_id,
                      task.status.state.value, record.created_at, record.updated_at, record.seq,
-                     dump_task(task)),
+                     dump_task(task), record.seq),
                 )
             except sqlite3.IntegrityError:
                 raise SequenceConflict(task.id) from None
@@ -147,24 +197,31 @@ class SQLiteStore(TaskStore):
         self._notifier.notify(task.id)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
-        rows = self._query("SELECT tenant, owner, dialect, created_at, seq, snapshot "
-                           "FROM tasks WHERE id=?", (task_id,))
+        rows = self._query(f"SELECT {_COLUMNS} FROM tasks WHERE id=?", (task_id,))
         return self._record(rows[0]) if rows else None
+
+    def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
+        rows = self._query("SELECT seq, state FROM tasks WHERE id=?", (task_id,))
+        return (rows[0][0], TaskState(rows[0][1])) if rows else None
 
     def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
         with self._transaction() as db:
-            row = db.execute("SELECT seq FROM tasks WHERE id=?", (task_id,)).fetchone()
+            row = db.execute("SELECT seq, snap_seq FROM tasks WHERE id=?",
+                             (task_id,)).fetchone()
             if row is None or row[0] != expected_seq:
                 raise SequenceConflict(task_id)
+            snap_seq = expected_seq if row[1] is None else row[1]
             seq = expected_seq
             for event in events:
                 seq += 1
                 db.execute("INSERT INTO events VALUES (?,?,?)", (task_id, seq, dump_event(event)))
-            db.execute(
-                "UPDATE tasks SET state=?, updated_at=?, seq=?, snapshot=? WHERE id=?",
-                (task.status.state.value, task.status.timestamp or "", seq, dump_task(task),
-                 task_id),
-            )
+            state, updated = task.status.state.value, task.status.timestamp or ""
+            if snapshot_due(snap_seq, seq, events):
+                db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snapshot=?, snap_seq=? "
+                           "WHERE id=?", (state, updated, seq, dump_task(task), seq, task_id))
+            else:
+                db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snap_seq=? WHERE id=?",
+                           (state, updated, seq, snap_seq, task_id))
         self._notifier.notify(task_id)
         return seq
 
@@ -200,8 +257,7 @@ class SQLiteStore(TaskStore):
             condition += " AND (updated_at<? OR (updated_at=? AND id<?))"
             page_args += [stamp, stamp, task_id]
         rows = self._query(
-            "SELECT tenant, owner, dialect, created_at, seq, snapshot FROM tasks "
-            f"WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            f"SELECT {_COLUMNS} FROM tasks WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT ?",
             tuple(page_args) + (query.page_size + 1,),
         )
         records = [self._record(row) for row in rows[:query.page_size]]
@@ -248,7 +304,8 @@ class SQLiteStore(TaskStore):
                        "owner=excluded.owner, expires=excluded.expires "
                        "WHERE claims.owner=excluded.owner OR claims.expires<?",
                        (key, owner, now + ttl, now))
-            return db.execute("SELECT changes()").fetchone()[0] > 0
+            changed: int = db.execute("SELECT changes()").fetchone()[0]
+            return changed > 0
 
     def release_claim(self, key: str, owner: str) -> None:
         with self._transaction() as db:
@@ -296,9 +353,15 @@ class SQLiteStore(TaskStore):
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
+#: What :meth:`SQLiteStore._record` reads.
+_COLUMNS = "id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq"
+
 
 #: Longest wait for another process's write transaction (seconds).
-BUSY_TIMEOUT = 30.0
+#: How long a call waits for another process's lock before the store counts as
+#: unavailable (seconds): long enough for any normal write, short enough that a
+#: caller hears "task store unavailable" within seconds.
+BUSY_TIMEOUT = 5.0
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:
@@ -321,15 +384,15 @@ class _Transaction:
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
 
-    def __enter__(self) -> sqlite3.Connection:
+    def __enter__(self) -> sqlite3.Cursor:
         store = self._store
         if store._pid != os.getpid():
             store._connect()
         for pause in _backoff():
             store._lock.acquire()
             try:
-                store._db.execute("BEGIN IMMEDIATE")
-                return store._db
+                store._cursor.execute("BEGIN IMMEDIATE")
+                return store._cursor
             except sqlite3.OperationalError as exc:
                 store._lock.release()
                 if not _is_busy(exc):
@@ -339,11 +402,18 @@ class _Transaction:
                 raise
             # Another process writes: wait without holding the lock or the CPU.
             time.sleep(pause)
-        raise StoreError(f"sqlite store at {store.path} stayed locked for {BUSY_TIMEOUT}s")
+        raise store._unavailable("locked")
 
     def __exit__(self, exc_type: Any, *_: Any) -> None:
+        db = self._store._db
         try:
-            self._store._db.execute("ROLLBACK" if exc_type else "COMMIT")
+            self._store._cursor.execute("ROLLBACK" if exc_type else "COMMIT")
+        except sqlite3.Error:
+            # A failed COMMIT leaves the transaction open: end it, or every
+            # later BEGIN would fail on this connection.
+            if db.in_transaction:
+                self._store._cursor.execute("ROLLBACK")
+            raise
         finally:
             self._store._lock.release()
 

@@ -1,9 +1,14 @@
 """Facts about the server process we run in, for start-up warnings."""
 from __future__ import annotations
 
+import atexit
 import os
 import shlex
-from typing import List, Optional
+import signal
+from types import FrameType
+from typing import Callable, List, Optional
+
+from ..concurrency import Worker
 
 
 def _parse_workers(args: List[str]) -> Optional[int]:
@@ -20,6 +25,69 @@ def _parse_workers(args: List[str]) -> Optional[int]:
     return None
 
 
+def _master_args() -> Optional[List[str]]:
+    """The gunicorn master's command line, or None when our parent is no gunicorn."""
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            master = [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
+    except OSError:
+        return None
+    return master if any("gunicorn" in part for part in master[:3]) else None
+
+
+def _option(args: List[str], name: str) -> Optional[str]:
+    for index, arg in enumerate(args):
+        if arg == name and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def graceful_timeout() -> float:
+    """The master's ``--graceful-timeout`` (command line, then ``GUNICORN_CMD_ARGS``;
+    gunicorn's default of 30 s otherwise: a config file's value is not visible here)."""
+    for args in (_master_args() or [], shlex.split(os.environ.get("GUNICORN_CMD_ARGS", ""))):
+        value = _option(args, "--graceful-timeout")
+        if value is not None:
+            try:
+                return max(0.0, float(value))
+            except ValueError:
+                pass
+    return 30.0
+
+
+def on_worker_shutdown(stop: Callable[[float], None]) -> bool:
+    """In a gunicorn worker, call ``stop(grace)`` when the worker is told to stop.
+
+    On SIGTERM (a stop, or the old workers of a ``HUP`` reload) gunicorn's own
+    handler runs first, then ``stop`` starts in the background with most of the
+    graceful timeout as its grace; at the process's exit ``stop(0)`` runs too
+    (it waits for a stop already under way, and fails what a quick ``SIGINT`` or
+    ``SIGQUIT`` exit leaves running).  Returns False (and does nothing) outside a
+    gunicorn worker's main thread (or an OS thread other than the main one).
+    """
+    if _master_args() is None:
+        return False
+    total = graceful_timeout()
+    # Keep a margin to write the failures before the master's SIGKILL.
+    grace = max(0.0, total - max(0.5, total / 10))
+    previous = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum: int, frame: Optional[FrameType]) -> None:
+        if callable(previous):
+            previous(signum, frame)
+        Worker(lambda: stop(grace), name="a2a-shutdown")
+
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the process's main thread (a threaded worker)
+        return False
+    signal.siginterrupt(signal.SIGTERM, False)  # as gunicorn sets it: no EINTR in requests
+    atexit.register(stop, 0.0)
+    return True
+
+
 def gunicorn_workers() -> Optional[int]:
     """How many workers the gunicorn master above this process runs, if we can tell.
 
@@ -27,12 +95,8 @@ def gunicorn_workers() -> Optional[int]:
     ``GUNICORN_CMD_ARGS`` and ``WEB_CONCURRENCY``, as gunicorn does; None when
     this is not a gunicorn worker or the count is not visible.
     """
-    try:
-        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
-            master = [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
-    except OSError:
-        return None
-    if not any("gunicorn" in part for part in master[:3]):
+    master = _master_args()
+    if master is None:
         return None
     found = _parse_workers(master)
     if found is None:

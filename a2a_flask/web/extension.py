@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from flask import Blueprint, Flask, Response, current_app, request
 
 from .. import dialects
-from . import jsonrpc, rest, routes
+from . import jsonrpc, observing, rest, routes
 from .auth import Authentication, Authenticator
 from ..protocol.cards import CardRenderer, Endpoint, check_card, with_default_capabilities, with_security
 from ..config import Settings
@@ -27,8 +27,8 @@ from ..push.delivery import PushDispatcher, RetryPolicy
 from ..push.guard import WebhookPolicy
 from ..push.transport import WebhookTransport
 from ..engine.runtime import Run, Runtime
-from .deploy import gunicorn_workers
-from .headers import BODY_LIMIT_KEY
+from .deploy import gunicorn_workers, on_worker_shutdown
+from .headers import BODY_LIMIT_KEY, BODY_TIMEOUT_KEY
 from ..engine.service import AgentService, ExtendedCard, Limits
 from ..stores import MemoryStore, TaskStore, open_store
 
@@ -105,6 +105,9 @@ class A2A:
     :param auth: who may call: an authenticator (see :mod:`a2a_flask.web.auth`, e.g.
         ``BearerAuth(verify)``) or a list of them, tried in order; or use the
         :meth:`authenticate` decorator.  Without one, everybody may call.
+    :param settings: any other setting by name (``inspector=True``, ``task_ttl=60``),
+        read like its ``A2A_*`` key (see :mod:`a2a_flask.config`) and winning over it;
+        a name that is no setting raises :class:`TypeError` in ``init_app``.
     """
 
     def __init__(self, app: Optional[Flask] = None, *, card: AgentCard,
@@ -178,21 +181,26 @@ class A2A:
                           close_on_auth_required=settings.close_stream_on_auth_required,
                           lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl,
                           max_history=settings.max_history)
+        # In each gunicorn worker: at SIGTERM or HUP, running tasks get the graceful
+        # timeout, then fail with a clear status message (not left to their leases).
+        runtime.process_hooks.append(lambda: on_worker_shutdown(runtime.shutdown))
         service = AgentService(card, runtime, blocking_timeout=settings.blocking_timeout,
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
         service.auth_challenge = auth.challenge
         service.limits = Limits(settings.max_parts, settings.max_file_size,
                                 settings.max_streams_per_caller)
-        renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings))
+        renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings),
+                                legacy=bool(settings.legacy_card))
         state = AgentState(self.name, settings, service, renderer, auth)
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
-        service.lenient_version = bool(settings.lenient_version)
+        service.lenient_version = settings.lenient_version
         if card.capabilities.push_notifications:
             self._set_up_push(service, settings)
         registry[self.name] = state
         app.url_map.converters.setdefault("a2aid", routes.IdConverter)
         app.url_map.converters.setdefault("a2apath", routes.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
+        observing.attach(self, app, service, settings.metrics_path)
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
             self._register_root_card(app, state)
@@ -240,12 +248,14 @@ class A2A:
     def _blueprint(self, state: AgentState) -> Blueprint:
         bp = Blueprint(f"a2a_{self.name}", __name__, url_prefix=state.settings.url_prefix or None)
         body_limit = state.settings.max_content_length
+        body_timeout = state.settings.body_timeout
 
         @bp.before_request
         def prepare() -> None:
             # Each worker process needs its keeper (leases, orphans, retention) running.
             state.service.runtime.ensure_keeper()
             request.environ[BODY_LIMIT_KEY] = body_limit
+            request.environ[BODY_TIMEOUT_KEY] = body_timeout
 
         def rpc() -> Response:
             return jsonrpc.handle(state.service, state.auth)
@@ -254,8 +264,11 @@ class A2A:
         rest.register_routes(bp, state.service, state.auth)
         if state.settings.url_prefix:
             # Everything under the prefix answers in JSON, even a path or verb no route
-            # has (at the host root the app's own routes and error pages stay in charge).
-            routes.add_unknown_routes(bp, "", served=("POST",))
+            # has (at the host root the app's own routes and error pages stay in charge);
+            # other verbs on the JSON-RPC URL get a JSON-RPC 405.
+            bp.add_url_rule("/", "jsonrpc_wrong_verb", jsonrpc.wrong_verb,
+                            methods=list(jsonrpc.WRONG_VERBS), strict_slashes=False)
+            routes.add_unknown_routes(bp, "", served=("POST",) + jsonrpc.WRONG_VERBS)
             for path in WELL_KNOWN_PATHS:
                 bp.add_url_rule(path, _card_endpoint(path), state.card_response, methods=["GET"])
         signers = [state.renderer.signer,
@@ -265,7 +278,7 @@ class A2A:
             jwks = {"keys": list({key["kid"]: key for key in keys}.values())}
             bp.add_url_rule(JWKS_PATH, "jwks", lambda: jwks, methods=["GET"])
         inspector = state.settings.inspector
-        if inspector is None or inspector:
+        if inspector is not False:
             from .inspector import make_inspector
 
             # None: on in debug mode only, asked per request (debug is often set after init_app).
@@ -277,8 +290,10 @@ class A2A:
         for path in WELL_KNOWN_PATHS:
             endpoint = "a2a_root_" + _card_endpoint(path)
             if endpoint in app.view_functions:
-                raise RuntimeError("another A2A agent already serves the root card; "
-                                   "set A2A_ROOT_CARD=False or root_card=False on one of them")
+                raise RuntimeError(
+                    f"another A2A agent already serves the root card; pass root_card=False "
+                    f"to A2A(...) for agent {state.name!r} or the other one (A2A_ROOT_CARD "
+                    "in app.config applies to every agent of the app)")
             app.add_url_rule(path, endpoint, state.card_response, methods=["GET"])
 
     # ------------------------------------------------------------ access
@@ -286,7 +301,8 @@ class A2A:
     def state(self, app: Optional[Flask] = None) -> AgentState:
         """This agent's state in ``app`` (default: the current app)."""
         app = app or current_app
-        return app.extensions["a2a"][self.name]
+        state: AgentState = app.extensions["a2a"][self.name]
+        return state
 
     def store(self, app: Optional[Flask] = None) -> TaskStore:
         """The task store this agent uses in ``app``."""

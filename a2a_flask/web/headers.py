@@ -8,7 +8,9 @@ from typing import Any, List, Optional, Tuple
 from flask import request
 from werkzeug.exceptions import ClientDisconnected
 
+from ..concurrency import TimeLimitExceeded, time_limit
 from ..protocol.errors import (
+    RequestTimeoutError,
     ExtensionSupportRequiredError,
     InvalidParamsError,
     InvalidRequestError,
@@ -32,6 +34,8 @@ def _refuse_constant(name: str) -> Any:
 #: Where an agent's blueprint puts its ``A2A_MAX_CONTENT_LENGTH`` for the request.
 BODY_LIMIT_KEY = "a2a_flask.max_content_length"
 DEFAULT_BODY_LIMIT = 16 * 1024 * 1024
+BODY_TIMEOUT_KEY = "a2a_flask.body_timeout"
+DEFAULT_BODY_TIMEOUT = 30.0
 
 
 def read_body() -> bytes:
@@ -43,10 +47,18 @@ def read_body() -> bytes:
     limit = request.environ.get(BODY_LIMIT_KEY, DEFAULT_BODY_LIMIT)
     length = request.content_length
     if length is None or length <= limit:
+        timeout = request.environ.get(BODY_TIMEOUT_KEY, DEFAULT_BODY_TIMEOUT)
         try:
-            data = request.stream.read(limit + 1)
+            # A client that trickles its body holds a connection, not the worker;
+            # the limit frees the connection too.
+            with time_limit(timeout):
+                data = request.stream.read(limit + 1)
         except (OSError, ClientDisconnected):  # gunicorn's NoMoreData is an OSError
             raise InvalidRequestError("The request body ended before it was complete") from None
+        except TimeLimitExceeded:
+            raise RequestTimeoutError(
+                f"The request body did not arrive within {timeout:g} s (A2A_BODY_TIMEOUT)",
+                metadata={"bodyTimeout": timeout}) from None
         if len(data) <= limit:
             return data
         length = None

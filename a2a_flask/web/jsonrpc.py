@@ -5,20 +5,26 @@ Stages, in order, each with its own error:
 1. ``Content-Type`` not JSON (``application/json``, ``application/a2a+json`` or
    any ``+json``)                                                 -> -32005
 2. body not valid UTF-8 JSON                                      -> -32700
-3. not one request object: batches (arrays) are refused, as are
-   notifications (no ``id``), since every A2A method has an answer -> -32600
+3. not one request object: batches (arrays) are refused; a bad ``jsonrpc``,
+   ``id`` or ``method`` member                                    -> -32600
 4. ``A2A-Version`` (header or ``?A2A-Version=``) not served       -> -32009
 5. method unknown in that version                                 -> -32601
 6. a card-declared required extension not requested               -> -32008
 7. params malformed (with ``google.rpc.BadRequest`` field violations) -> -32602
-8. the operation's own A2A errors; anything unexpected is logged with its
+8. no ``id`` (a notification): every A2A method has an answer, so it is
+   refused, but only now, after the method and params were checked -> -32600
+9. the operation's own A2A errors; anything unexpected is logged with its
    traceback and answered -32603 with no detail.
 
-Before all of them the caller is identified (when the agent asks for
+Every error echoes the request's ``id`` when the body is a JSON object with a
+valid one, even a -32005 (the body is parsed to find it); otherwise ``id`` is
+null.  Before all of them the caller is identified (when the agent asks for
 credentials): missing or bad ones are HTTP 401 with ``WWW-Authenticate``, a
 caller the agent refuses is 403 (JSON-RPC -32040 / -32041, id null: the body
 of a stranger is not read).  An oversized body is HTTP 413 (-32600).  Other
-errors are HTTP 200 with ``application/json``, like results.
+errors are HTTP 200 with ``application/json``, like results.  Any other verb
+than POST on the endpoint is HTTP 405 with ``Allow: POST`` and a JSON-RPC
+error (-32600, id null).
 """
 from __future__ import annotations
 
@@ -30,10 +36,10 @@ from flask import Response, request
 from .. import dialects
 from ..protocol.errors import (
     A2AError,
-    ContentTypeNotSupportedError,
     InternalError,
     InvalidParamsError,
     InvalidRequestError,
+    UnsupportedMediaTypeError,
 )
 from .headers import (
     is_json_mimetype,
@@ -45,9 +51,11 @@ from .headers import (
     requested_version,
 )
 from ..engine.service import AgentService
+from ..observe.calls import CallNote, open_call
 from ..protocol.calls import CallContext
 from .auth import Authentication
-from .sse import dumps, event_stream, parse_last_event_id
+from .sse import HEADERS as SSE_HEADERS
+from .sse import OPENING, dumps, event_stream, frame, parse_last_event_id
 
 log = logging.getLogger("a2a_flask")
 
@@ -62,18 +70,40 @@ def error_body(exc: A2AError, request_id: Any = None) -> Dict[str, Any]:
 
 
 class _Call:
-    """What stages 1-3 extracted from the HTTP request."""
+    """What stages 1-3 extracted from the HTTP request (``request_id`` None: no id)."""
 
     def __init__(self, request_id: Any, method: str, params: Any) -> None:
         self.request_id, self.method, self.params = request_id, method, params
 
 
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def _readable_id(raw: bytes) -> Any:
+    """The id of a body that is a JSON request object with a valid one, else None."""
+    try:
+        body = parse_json(raw)
+    except A2AError:
+        return None
+    request_id = body.get("id") if isinstance(body, dict) else None
+    if not _valid_id(request_id) or (isinstance(request_id, str)
+                                     and lone_surrogate(request_id, raw)):
+        return None
+    return request_id
+
+
 def _read_call() -> _Call:
     if not is_json_mimetype(request.mimetype):
-        raise ContentTypeNotSupportedError(
+        exc = UnsupportedMediaTypeError(
             f"Content-Type must be application/json, not {request.mimetype or 'missing'}",
             metadata={"contentType": request.mimetype},
         )
+        try:
+            raw = read_body()
+        except A2AError:  # too large or cut short: the content type is the answer
+            raise exc from None
+        raise _with_id(exc, _readable_id(raw))
     raw = read_body()
     body = parse_json(raw)
     if isinstance(body, list):
@@ -81,10 +111,9 @@ def _read_call() -> _Call:
     if not isinstance(body, dict):
         raise InvalidRequestError("The body must be a JSON-RPC request object")
     request_id = body.get("id")
-    if not (isinstance(request_id, (str, int)) and not isinstance(request_id, bool)):
-        problem = "is required (notifications are not supported)" if request_id is None \
-            else "must be a string or a number"
-        raise InvalidRequestError(f"Request id {problem}", violations=[("id", problem)])
+    if request_id is not None and not _valid_id(request_id):
+        raise InvalidRequestError("Request id must be a string or a number",
+                                  violations=[("id", "must be a string or a number")])
     if isinstance(request_id, str) and lone_surrogate(request_id, raw):
         raise InvalidRequestError("Request id is not valid Unicode text (a lone surrogate)",
                                   violations=[("id", "holds a lone surrogate")])
@@ -106,6 +135,14 @@ def _read_call() -> _Call:
     return _Call(request_id, method, params)
 
 
+def _refuse_notification(call: _Call) -> None:
+    """Stage 8: a request without an id, otherwise valid, still gets no result."""
+    if call.request_id is None:
+        raise InvalidRequestError(
+            "Request id is required (notifications are not supported: every A2A method "
+            "has an answer)", violations=[("id", "is required (notifications are not supported)")])
+
+
 def _with_id(exc: A2AError, request_id: Any) -> A2AError:
     exc.request_id = request_id  # type: ignore[attr-defined]
     return exc
@@ -116,8 +153,29 @@ def _json(body: Dict[str, Any], headers: Optional[Dict[str, str]] = None,
     return Response(dumps(body), status=status, mimetype="application/json", headers=headers)
 
 
+#: Every verb but POST: the endpoint answers them 405 (HEAD comes with GET, OPTIONS is Flask's).
+WRONG_VERBS = ("GET", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT")
+
+
+def wrong_verb() -> Response:
+    """405 with ``Allow: POST`` and a JSON-RPC error for a non-POST request: whatever
+    arrives at the JSON-RPC URL is answered in JSON-RPC."""
+    exc = InvalidRequestError(
+        f"JSON-RPC requests are sent with POST, not {request.method}",
+        metadata={"method": request.method})
+    return _json(error_body(exc), {"Allow": "POST"}, 405)
+
+
 def handle(service: AgentService, auth: Authentication) -> Response:
     """The Flask view body of the JSON-RPC endpoint for one agent."""
+    note = open_call(service.runtime.sender, "jsonrpc", request.headers)
+    try:
+        return _handle(service, auth, note)
+    finally:
+        note.finish()
+
+
+def _handle(service: AgentService, auth: Authentication, note: CallNote) -> Response:
     request_id: Any = None
     headers: Dict[str, str] = {}
     try:
@@ -126,10 +184,13 @@ def handle(service: AgentService, auth: Authentication) -> Response:
         request_id = call.request_id
         dialect, method = dialects.resolve(requested_version(), call.method,
                                            lenient=service.lenient_version)
+        note.version, note.method = dialect.version, call.method
         extensions, echo = negotiate_extensions(service.card)
         if echo:
             headers["A2A-Extensions"] = echo
         parsed = method.parse(call.params)
+        note.about(parsed)
+        _refuse_notification(call)
         ctx = CallContext(
             tenant=getattr(parsed, "tenant", "") or "",
             dialect=method.dialect or dialect.version,
@@ -137,8 +198,15 @@ def handle(service: AgentService, auth: Authentication) -> Response:
             last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
             principal=principal,
         )
-        answering = method.choose(service, parsed, ctx) if method.choose else method
-        result = method.call(service, parsed, ctx)
+        try:
+            answering = method.choose(service, parsed, ctx) if method.choose else method
+            result = method.call(service, parsed, ctx)
+        except A2AError as exc:
+            # Failures of the HTTP exchange (401, 429) stay plain responses.
+            if not (method.errors_in_stream and exc.jsonrpc_http_status == 200):
+                raise
+            note.code = exc.code
+            return _error_stream(error_body(exc, request_id), headers)
         if answering.streaming:
             rid = request_id
             render_event = (answering.stream_renderer or dialect.stream_renderer)(
@@ -149,14 +217,26 @@ def handle(service: AgentService, auth: Authentication) -> Response:
                 lambda exc: error_body(exc, rid),
                 headers,
             )
+        note.result(result)
         return _json({"jsonrpc": "2.0", "id": request_id, "result": answering.render(result)},
                      headers)
     except A2AError as exc:
+        note.code = exc.code
         return _json(error_body(exc, getattr(exc, "request_id", request_id)),
                      {**headers, **exc.headers}, exc.jsonrpc_http_status)
     except Exception:
         log.exception("JSON-RPC request failed")
+        note.code = InternalError.code
         return _json(error_body(InternalError(), request_id), headers)
+
+
+def _error_stream(body: Dict[str, Any], headers: Dict[str, str]) -> Response:
+    """A stream of one event, a JSON-RPC error, then its end: how 0.3 servers answer a
+    resubscribe that fails.  A plain ``data:`` event, as theirs: 0.3 clients read it
+    like any other and raise the error it holds (an ``event: error`` name makes some
+    drop the code)."""
+    return Response([OPENING + frame(body)], mimetype="text/event-stream",
+                    headers={**SSE_HEADERS, **headers})
 
 
 def _envelope(request_id: Any, result: Any) -> Optional[Dict[str, Any]]:

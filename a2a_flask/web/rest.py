@@ -21,6 +21,7 @@ from ..dialects import normalise_version, supported_versions
 from ..dialects.registry import operation as op
 from ..dialects.v1 import render_send_result
 from ..engine.service import AgentService
+from ..observe.calls import open_call
 from ..protocol import models as m
 from ..protocol.calls import CallContext
 from ..protocol.codec import decode
@@ -28,6 +29,7 @@ from ..protocol.errors import A2AError, InternalError, VersionNotSupportedError
 from . import rest03
 from .auth import Authentication
 from .headers import negotiate_extensions, requested_version
+from .observing import route_method
 from .routes import (
     Route,
     add_unknown_routes,
@@ -116,6 +118,8 @@ def _check_version(route_version: str) -> None:
 def _view(service: AgentService, auth: Authentication, route: Route) -> Callable[..., Response]:
     def view(tenant: str = "", **path: str) -> Response:
         headers: Dict[str, str] = {}
+        note = open_call(service.runtime.sender, "rest", request.headers)
+        note.version, note.method = route.version, route_method(request.method, route.rule)
         try:
             principal = auth.identify()
             _check_version(route.version)
@@ -125,6 +129,7 @@ def _view(service: AgentService, auth: Authentication, route: Route) -> Callable
             parsed = route.build(path)
             if tenant and hasattr(parsed, "tenant"):
                 parsed.tenant = tenant
+            note.about(parsed)
             ctx = CallContext(
                 tenant=tenant or getattr(parsed, "tenant", "") or "",
                 dialect=route.version,
@@ -136,13 +141,18 @@ def _view(service: AgentService, auth: Authentication, route: Route) -> Callable
             if route.streaming:
                 render = route.stream_renderer(service.stream_context())
                 return event_stream(result, render, error_body, headers)
+            note.result(result)
             return Response(dumps(route.render(result)), mimetype="application/json",
                             headers=headers)
         except A2AError as exc:
+            note.code = exc.code
             return error_response(exc, headers)
         except Exception:
             log.exception("REST request failed")
+            note.code = InternalError.code
             return error_response(InternalError(), headers)
+        finally:
+            note.finish()
 
     return view
 

@@ -2,7 +2,7 @@
 :mod:`a2a_flask.dialects.rest03`)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from ..dialects.registry import operation as op
 from ..dialects.rest03 import (
@@ -58,7 +58,7 @@ def _list_query(_: Dict[str, str]) -> m.ListTasksRequest:
     return decode(m.ListTasksRequest, query_params(m.ListTasksRequest))
 
 
-def _route(rule: str, methods: tuple, build: Any, operation: Any, render: Any = None,
+def _route(rule: str, methods: Tuple[str, ...], build: Any, operation: Any, render: Any = None,
            streaming: bool = False) -> Route:
     return Route(rule, methods, build, operation, render or task_out, streaming,
                  stream_renderer=stream_renderer, version=VERSION)

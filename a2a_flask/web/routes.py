@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
@@ -15,9 +15,9 @@ from ..dialects.v1 import render_event
 from ..protocol.codec import encode, field_specs
 from ..protocol.errors import (
     A2AError,
-    ContentTypeNotSupportedError,
     InvalidParamsError,
     MethodNotFoundError,
+    UnsupportedMediaTypeError,
 )
 from .headers import is_json_mimetype, parse_json, read_body, refuse_lone_surrogates
 from .sse import dumps
@@ -49,13 +49,15 @@ def error_body(exc: A2AError) -> Dict[str, Any]:
 
 
 def json_body() -> Dict[str, Any]:
-    """The request body as a JSON object ({} when empty); -32005/-32700/-32602 otherwise."""
+    """The request body as a JSON object ({} when empty); otherwise 415 for a body
+    that is not JSON by its ``Content-Type``, 400 for bad JSON or a non-object."""
     raw = read_body()
     if not raw.strip():
         return {}
     if not is_json_mimetype(request.mimetype):
-        raise ContentTypeNotSupportedError(
-            f"Content-Type must be application/json, not {request.mimetype or 'missing'}")
+        raise UnsupportedMediaTypeError(
+            f"Content-Type must be application/json or application/a2a+json, not "
+            f"{request.mimetype or 'missing'}", metadata={"contentType": request.mimetype})
     body = parse_json(raw)
     if not isinstance(body, dict):
         raise InvalidParamsError("The body must be a JSON object",
@@ -87,7 +89,7 @@ class Route:
     """One REST route: how to build the request, which operation, how to answer."""
 
     rule: str
-    methods: tuple
+    methods: Tuple[str, ...]
     build: Builder
     operation: Operation
     render: Callable[[Any], Any] = encode
@@ -124,11 +126,12 @@ def unknown_route(**_: str) -> Response:
 ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT"]
 
 
-def add_unknown_routes(bp: Blueprint, base: str, served: tuple = ()) -> None:
+def add_unknown_routes(bp: Blueprint, base: str, served: Tuple[str, ...] = ()) -> None:
     """JSON 404/405 answers for everything under ``base`` that no route serves
     (``served``: the verbs a route at ``base`` itself has)."""
-    bp.add_url_rule(base, f"{base.strip('/') or 'root'}_unknown", unknown_route,
-                    methods=[m for m in ANY_METHOD if m not in served], merge_slashes=False,
-                    strict_slashes=False)
+    verbs = [m for m in ANY_METHOD if m not in served]
+    if verbs:
+        bp.add_url_rule(base, f"{base.strip('/') or 'root'}_unknown", unknown_route,
+                        methods=verbs, merge_slashes=False, strict_slashes=False)
     bp.add_url_rule(base + "/<a2apath:rest>", f"{base.strip('/') or 'root'}_any_unknown",
                     unknown_route, methods=ANY_METHOD, merge_slashes=False)

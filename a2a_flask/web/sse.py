@@ -11,16 +11,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any, Callable, Iterable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 from flask import Response
 
+from ..observe.calls import stream_note
 from ..protocol.errors import A2AError, InternalError
 from ..protocol.calls import StreamItem
 
 log = logging.getLogger("a2a_flask")
 
 KEEPALIVE = b": keep-alive\n\n"
+#: Most events sent in one write: a stream catching up on a long log holds at most
+#: this many rendered events (a reader that stops reading makes the write wait).
+MAX_BATCH = 64
 #: Sent first so that the status line and headers leave at once, before any event.
 OPENING = b": stream open\n\n"
 HEADERS = {
@@ -85,7 +89,7 @@ def event_stream(
     items: Iterable[StreamItem],
     render: Callable[[Any], Optional[Any]],
     render_error: Callable[[A2AError], Any],
-    headers: Optional[dict] = None,
+    headers: Optional[Dict[str, str]] = None,
 ) -> Response:
     """A ``text/event-stream`` response from stream items.
 
@@ -93,7 +97,11 @@ def event_stream(
     makes the data of the single error event sent if the stream fails midway.
     """
 
+    note = stream_note()
+
     def body() -> Iterator[bytes]:
+        note.opened()
+        reason = "finished"
         yield OPENING
         # Events that are ready together leave in one write; a pause (None)
         # sends them, or a keep-alive comment when there is nothing to send.
@@ -104,6 +112,9 @@ def event_stream(
                     data = render(item)
                     if data is not None:
                         pending.append(frame(data, item[0]))
+                        if len(pending) >= MAX_BATCH:  # a long backlog: bounded writes
+                            yield b"".join(pending)
+                            pending.clear()
                     # Parked streams are many: keep no rendered event alive in between.
                     data = item = None
                 elif pending:
@@ -114,13 +125,17 @@ def event_stream(
             if pending:
                 yield b"".join(pending)
         except A2AError as exc:
+            reason = "error"
             yield b"".join(pending) + frame(render_error(exc), event="error")
         except GeneratorExit:
+            reason = "client"
             raise  # the client went away: only this subscription ends
         except Exception:
+            reason = "error"
             log.exception("stream failed")
             yield b"".join(pending) + frame(render_error(InternalError()), event="error")
         finally:
+            note.closed(reason)
             close = getattr(items, "close", None)
             if close is not None:
                 close()

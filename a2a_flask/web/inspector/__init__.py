@@ -28,6 +28,7 @@ import os
 from typing import Callable, Optional, Union
 
 from flask import Blueprint, Response, abort, redirect, render_template
+from werkzeug.wrappers import Response as WerkzeugResponse
 
 __all__ = ["make_inspector", "CONTENT_SECURITY_POLICY"]
 
@@ -88,7 +89,7 @@ def make_inspector(import_name: str = __name__, *, rpc_url: UrlOption = "../",
         return response
 
     @bp.route("/inspector", methods=["GET"], strict_slashes=True)
-    def redirect_to_index() -> Response:
+    def redirect_to_index() -> WerkzeugResponse:
         # Relative, so it is right behind any proxy: /x/inspector -> /x/inspector/
         return redirect("inspector/", code=308)
 

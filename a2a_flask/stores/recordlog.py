@@ -1,0 +1,312 @@
+"""An append-only file of checksummed records, shared by the processes of one host.
+
+The file starts with :data:`MAGIC`; each record after it is a frame: its
+payload's length and CRC-32 (8 bytes, big-endian), then the payload.  A write
+appends one whole frame with one ``pwrite`` under an exclusive ``flock`` on a
+separate lock file, so a frame is either complete or the torn tail of a
+writer that died: readers stop at the first frame that is incomplete or fails
+its checksum, and the next writer cuts that tail off before it appends.  A
+reader never needs the lock (records are never changed in place), so reading
+never waits for a writer.
+
+Compaction writes the live records to a new file and renames it over the old
+one; a process notices the new inode on its next :meth:`RecordLog.changes`
+and reads the new file from the start.  Every file switch is atomic (a rename
+after ``fsync``), so a kill at any moment leaves either the old file or the new.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import importlib
+import logging
+import os
+import struct
+import time
+import zlib
+from typing import Callable, Iterable, Iterator, List, Tuple
+
+from ..concurrency import gevent_active
+from .base import StoreError
+
+log = logging.getLogger("a2a_flask.stores")
+
+#: The first bytes of a log file: the format and its version.
+MAGIC = b"a2a_flask record log 1\n"
+_FRAME = struct.Struct(">II")
+#: A frame longer than this is taken for garbage (a torn header), not a record.
+MAX_RECORD = 1 << 30
+#: How much of the file one read takes while catching up.
+READ_CHUNK = 1 << 22
+#: Longest wait for another process's write lock before giving up (seconds).
+LOCK_TIMEOUT = 30.0
+
+
+class LockTimeout(OSError):
+    """Another process held the write lock for longer than ``LOCK_TIMEOUT``: an outage
+    (the store's methods turn it into :class:`~a2a_flask.StoreUnavailable`)."""
+
+
+def frame(payload: bytes) -> bytes:
+    """One record as it goes into the file."""
+    return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+def _fsync_directory(path: str) -> None:
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _off_the_hub(call: Callable[[int], None], fd: int) -> None:
+    """Run a blocking file call in gevent's thread pool under a gevent worker (a flush to
+    disk can take milliseconds, which would stall every greenlet); directly otherwise."""
+    if gevent_active():
+        hub = importlib.import_module("gevent.hub").get_hub()
+        hub.threadpool.apply(call, (fd,))
+    else:
+        call(fd)
+
+
+def _lock_pauses(timeout: float) -> Iterator[float]:
+    """Pauses between lock attempts: 0.2 ms doubling to 20 ms, for ``timeout`` in all."""
+    deadline = time.monotonic() + timeout
+    pause = 0.0002
+    while time.monotonic() < deadline:
+        yield pause
+        pause = min(pause * 2, 0.02)
+
+
+class RecordLog:
+    """One log file (``path``) with its lock file (``lock_path``), opened in this process.
+
+    Not thread-safe: the caller serialises calls (the shelve store holds its own lock).
+    """
+
+    def __init__(self, path: str, lock_path: str) -> None:
+        self.path = path
+        self.lock_path = lock_path
+        self._fd = -1
+        self._lock_fd = -1
+        self._pid = 0
+        self._ino = 0
+        #: Where the valid records seen so far end (the next frame starts here).
+        self.end = 0
+        self._open()
+
+    # ------------------------------------------------------------ files
+
+    def _open(self) -> None:
+        """Open the lock file and the log (creating it if needed) in this process."""
+        self.close()
+        self._pid = os.getpid()
+        self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        if not os.path.exists(self.path):
+            with self.locked():
+                if not os.path.exists(self.path):
+                    self._install([])
+        self._reopen_log()
+
+    def _reopen_log(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd = fd
+        self._ino = os.fstat(fd).st_ino
+        head = os.pread(fd, len(MAGIC), 0)
+        if head != MAGIC:
+            raise StoreError(f"{self.path} is not an a2a_flask record log "
+                             f"(it starts with {head[:24]!r})")
+        self.end = len(MAGIC)
+
+    def _install(self, frames: Iterable[bytes]) -> None:
+        """Atomically make ``path`` a file of MAGIC plus ``frames`` (under the lock)."""
+        temporary = self.path + ".tmp"
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            with os.fdopen(fd, "wb", buffering=READ_CHUNK, closefd=False) as out:
+                out.write(MAGIC)
+                for chunk in frames:
+                    out.write(chunk)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temporary, self.path)
+        _fsync_directory(self.path)
+
+    def close(self) -> None:
+        """Close both files (a no-op when they are closed)."""
+        for fd in (self._fd, self._lock_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._lock_fd = -1
+
+    def _check_process(self) -> bool:
+        """Reopen after a fork (a lock fd shared with the parent would share its lock too).
+        True when the files were reopened, so the caller must reread from the start."""
+        if self._pid == os.getpid():
+            return False
+        self._fd = self._lock_fd = -1  # the parent's descriptors: leave them to it
+        self._open()
+        return True
+
+    # ------------------------------------------------------------ locking
+
+    def locked(self) -> "_Locked":
+        """``with log.locked():`` hold the exclusive write lock, waiting cooperatively."""
+        return _Locked(self)
+
+    def _acquire(self) -> None:
+        for pause in _lock_pauses(LOCK_TIMEOUT):
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise
+            # time.sleep is gevent's under a gevent worker: other greenlets run meanwhile.
+            time.sleep(pause)
+        raise LockTimeout(f"the shelve store at {self.path} stayed locked by another process "
+                          f"for {LOCK_TIMEOUT:g}s")
+
+    def _release(self) -> None:
+        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------ reading
+
+    def changes(self) -> Tuple[bool, List[Tuple[int, bytes]]]:
+        """The records appended since the last call: ``(restarted, [(offset, payload)])``.
+
+        ``restarted`` is True when the file was replaced (compaction) or
+        reopened: the records then are the whole new file, and what the caller
+        built from the old one is void.
+        """
+        restarted = self._check_process()
+        try:
+            ino = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            raise StoreError(f"the shelve store's log {self.path} was removed") from None
+        if ino != self._ino:
+            self._reopen_log()
+            restarted = True
+        size = os.fstat(self._fd).st_size
+        if size <= self.end:
+            return restarted, []
+        return restarted, self._scan(size)
+
+    def _scan(self, size: int) -> List[Tuple[int, bytes]]:
+        records: List[Tuple[int, bytes]] = []
+        position = self.end
+        buffer, base = b"", position  # buffer holds the file's bytes from offset base on
+
+        def have(upto: int) -> bool:
+            """Make the buffer reach file offset ``upto``; False at the end of the file."""
+            nonlocal buffer, base
+            if upto <= base + len(buffer):
+                return True
+            kept = buffer[position - base:]
+            buffer = kept + os.pread(self._fd, max(READ_CHUNK, upto - position - len(kept)),
+                                     position + len(kept))
+            base = position
+            return upto <= base + len(buffer)
+
+        while position + _FRAME.size <= size and have(position + _FRAME.size):
+            length, checksum = _FRAME.unpack_from(buffer, position - base)
+            end = position + _FRAME.size + length
+            if length == 0 or length > MAX_RECORD or end > size or not have(end):
+                break  # a torn header or an unfinished write
+            payload = buffer[position - base + _FRAME.size:end - base]
+            if zlib.crc32(payload) != checksum:
+                break  # torn (or still being written): never read past it
+            records.append((position + _FRAME.size, payload))
+            position = end
+        self.end = position
+        return records
+
+    def read(self, offset: int, length: int) -> bytes:
+        """The payload at ``offset`` (as :meth:`changes` reported it) of ``length`` bytes."""
+        return os.pread(self._fd, length, offset)
+
+    def size(self) -> int:
+        """The file's current size in bytes."""
+        return os.fstat(self._fd).st_size
+
+    def version(self) -> Tuple[int, int]:
+        """Changes whenever anyone appends or compacts (cheap: one ``stat``)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return (0, 0)
+        return (st.st_ino, st.st_size)
+
+    # ------------------------------------------------------------ writing
+
+    def append(self, payloads: List[bytes]) -> List[int]:
+        """Append records (call under :meth:`locked`, after :meth:`changes`); their offsets.
+
+        They are in the page cache (a killed process loses nothing) but not yet
+        on disk: see :meth:`flusher`.
+        """
+        size = os.fstat(self._fd).st_size
+        if size > self.end:
+            # A writer died mid-frame: its record was never acknowledged.
+            log.warning("shelve store %s: dropping %d bytes of an interrupted write",
+                        self.path, size - self.end)
+            os.ftruncate(self._fd, self.end)
+        offsets = []
+        data = bytearray()
+        for payload in payloads:
+            offsets.append(self.end + len(data) + _FRAME.size)
+            data += frame(payload)
+        written = os.pwrite(self._fd, bytes(data), self.end)
+        if written != len(data):
+            # Disk full: cut the partial frame so readers and writers see the old end.
+            os.ftruncate(self._fd, self.end)
+            raise StoreError(f"short write to {self.path} ({written} of {len(data)} bytes)")
+        self.end += len(data)
+        return offsets
+
+    def flusher(self) -> "Flusher":
+        """A handle that flushes what was appended so far to disk; take it under the
+        lock, call it after releasing the lock (so other writers need not wait for the disk)."""
+        return Flusher(os.dup(self._fd))
+
+    def replace(self, payloads: Iterable[bytes]) -> None:
+        """Compaction: make the log exactly ``payloads`` (call under :meth:`locked`).
+
+        The next :meth:`changes` reports ``restarted`` with the new records.
+        """
+        self._install(frame(payload) for payload in payloads)
+        self._ino = -1  # so that changes() reopens and rereads
+
+
+class Flusher:
+    """Flushes a log file to disk once (its own descriptor: a compaction may close the log's)."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def __call__(self) -> None:
+        """``fdatasync``, in gevent's thread pool under gevent; then close the descriptor.
+
+        Everything appended before, by any process, is on disk afterwards: a write
+        is acknowledged only then, and whatever a power cut loses is a suffix of the log.
+        """
+        try:
+            _off_the_hub(os.fdatasync, self._fd)
+        finally:
+            os.close(self._fd)
+
+
+class _Locked:
+    def __init__(self, owner: RecordLog) -> None:
+        self._log = owner
+
+    def __enter__(self) -> RecordLog:
+        self._log._acquire()
+        return self._log
+
+    def __exit__(self, *_: object) -> None:
+        self._log._release()

@@ -1,0 +1,688 @@
+"""A store in PostgreSQL or MySQL/MariaDB, on SQLAlchemy Core (``pip install a2a-flask[sql]``).
+
+Many workers on many hosts, on the database the app already has:
+``A2A_STORE=postgresql://user@host/db`` (``?schema=name`` for a PostgreSQL
+schema), ``mysql://user@host/db`` (``mariadb://`` alike), or
+``A2A(store=engine)`` with an existing :class:`sqlalchemy.engine.Engine`
+(``A2A(store=db.engine)`` under Flask-SQLAlchemy).  The tables
+(:mod:`a2a_flask.stores.sql_schema`) are created on first use.
+
+Writing is appending: an event is a row of ``a2a_events``; the task row holds
+the log's head (the compare-and-set of every append) and a snapshot that is
+rewritten only every :data:`COMPACT_EVERY` events and when the task ends.
+:meth:`SQLStore.load` folds the events after the snapshot into it
+(:func:`~a2a_flask.protocol.events.apply_event`), so an event costs the same
+whatever the size of its task.
+
+Wake-ups: on PostgreSQL an append sends ``NOTIFY`` in its own transaction and
+each process listens on one connection (:mod:`.sql_listen`); on MySQL, which
+has no such thing, waiters poll the task row with a back-off.  Writes made in
+this process wake local waiters at once on both.
+
+Time is the database's (leases and claims expire by its clock), so the hosts'
+clocks need not agree.  The URL's drivers wait cooperatively under ``gunicorn
+-k gevent`` (a slow query holds its greenlet, not the worker): psycopg 3 (its
+wait goes through the patched ``select``; pg8000 when psycopg is missing) and
+PyMySQL (pure Python on gevent's sockets).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine, Row
+
+from ..concurrency import Notifier, Worker
+from ..protocol.events import Event, apply_event
+from ..protocol.models import TERMINAL_STATES, Task
+from .base import (
+    LogEntry,
+    PushTarget,
+    SequenceConflict,
+    StoreError,
+    TaskPage,
+    TaskQuery,
+    TaskRecord,
+    TaskStore,
+    decode_page_token,
+    encode_page_token,
+    outages_as_unavailable,
+)
+from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
+from .sql_listen import Listener
+from .sql_schema import create_all, make_metadata, metadata
+
+log = logging.getLogger("a2a_flask.stores.sql")
+
+#: The snapshot is rewritten after this many events (and whenever the task ends).
+COMPACT_EVERY = 16
+#: Connections each process keeps, and how many more it may open under a burst.
+POOL_SIZE = 20
+MAX_OVERFLOW = 10
+#: Longest wait for a free connection before "task store unavailable" (seconds).
+POOL_TIMEOUT = 10.0
+#: Socket timeouts: connecting, and any one statement (seconds).
+CONNECT_TIMEOUT = 5
+STATEMENT_TIMEOUT = 30
+#: A pooled connection idle longer than this is pinged before use (seconds).
+PING_AFTER = 1.0
+#: Task heads remembered for waiters (the cache is dropped whole past this size).
+HEADS_KEPT = 10000
+#: A waiter re-reads this often even when a LISTEN wake-up was lost (seconds).
+SAFETY_POLL = 1.0
+#: MySQL waiters poll from POLL_MIN, doubling to POLL_MAX while nothing changes.
+POLL_MIN = 0.005
+POLL_MAX = 0.1
+
+_TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
+_SCHEMES = {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg",
+            "mysql": "mysql+pymysql", "mariadb": "mysql+pymysql"}
+
+__all__ = ["SQLStore", "open_sql_store", "metadata", "create_all", "is_sql_url"]
+
+
+def is_sql_url(scheme: str) -> bool:
+    """Whether a store URL's scheme names a SQL database (``postgresql+psycopg2`` too)."""
+    return scheme.split("+", 1)[0] in _SCHEMES
+
+
+def open_sql_store(url: str) -> "SQLStore":
+    """A store on the database a URL names, with an engine of its own.
+
+    ``postgresql://`` picks pg8000, ``mysql://`` and ``mariadb://`` PyMySQL; a
+    URL naming its driver (``postgresql+psycopg2://``) keeps it.  Our query
+    parameters: ``schema`` (PostgreSQL), ``pool_size``, ``max_overflow``,
+    ``pool_timeout``; the rest go to the driver.
+    """
+    parts = urlsplit(url)
+    query = dict(parse_qsl(parts.query))
+    try:
+        schema = query.pop("schema", None)
+        pool_size = int(query.pop("pool_size", POOL_SIZE))
+        max_overflow = int(query.pop("max_overflow", MAX_OVERFLOW))
+        pool_timeout = float(query.pop("pool_timeout", POOL_TIMEOUT))
+    except ValueError as exc:
+        raise StoreError(f"bad pool setting in store URL {_safe(url)}: {exc}") from None
+    scheme = _SCHEMES.get(parts.scheme, parts.scheme)
+    if scheme == "postgresql+psycopg" and parts.scheme != scheme and not _has("psycopg"):
+        scheme = "postgresql+pg8000"  # pure Python, slower (three round trips a query)
+    clean = urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
+    driver = scheme.split("+", 1)[-1]
+    connect_args: Dict[str, Any] = {}
+    if driver == "pg8000":
+        connect_args = {"timeout": STATEMENT_TIMEOUT}
+    elif driver == "psycopg":
+        connect_args = {"connect_timeout": CONNECT_TIMEOUT,
+                        "options": f"-c statement_timeout={STATEMENT_TIMEOUT * 1000}"}
+    elif driver == "pymysql":
+        # UTC sessions: UNIX_TIMESTAMP(NOW(6)) never meets a daylight-saving fold.
+        connect_args = {"connect_timeout": CONNECT_TIMEOUT, "read_timeout": STATEMENT_TIMEOUT,
+                        "write_timeout": STATEMENT_TIMEOUT, "charset": "utf8mb4",
+                        "init_command": "SET time_zone='+00:00'"}
+    try:
+        # Autocommit sessions: a read is one round trip (no BEGIN, no ROLLBACK on
+        # return); writes open their transaction explicitly (SQLStore._connect).
+        engine = sa.create_engine(clean, pool_size=pool_size, max_overflow=max_overflow,
+                                  pool_timeout=pool_timeout, pool_recycle=3600,
+                                  isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True,
+                                  connect_args=connect_args)
+    except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise StoreError(f"cannot use the SQL store URL {_safe(url)}: {exc} "
+                         "(pip install 'a2a-flask[sql]')") from None
+    ping_when_idle(engine, PING_AFTER)
+    return SQLStore(engine, schema=schema, owns_engine=True, explicit_transactions=True)
+
+
+def ping_when_idle(engine: Engine, idle: float) -> None:
+    """Ping a pooled connection before use when it sat idle ``idle`` seconds or more.
+
+    ``pool_pre_ping`` pings before *every* use, which costs a round trip per
+    store call under load, when connections never sit long enough to go stale.
+    A connection that fails its ping is replaced (the pool retries); one that
+    breaks while busy invalidates the pool, so the store call fails once with
+    "task store unavailable" and the next ones reconnect.
+    """
+    from sqlalchemy import event
+
+    def mark(dbapi_connection: Any, record: Any, *_: Any) -> None:
+        record.info["a2a_idle_since"] = time.monotonic()
+
+    def check(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if time.monotonic() - record.info.get("a2a_idle_since", 0.0) < idle:
+            return
+        try:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("SELECT 1")
+            cursor.fetchall()
+            cursor.close()
+        except Exception as exc:
+            raise sa.exc.DisconnectionError(str(exc)) from exc
+
+    event.listen(engine, "connect", mark)
+    event.listen(engine, "checkin", mark)
+    event.listen(engine, "checkout", check)
+
+
+def _head_suffix(seq: int, terminal: bool) -> str:
+    """What follows the task id in a NOTIFY payload: `` <seq> <1 if terminal>``."""
+    return f" {seq} {int(terminal)}"
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _safe(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
+
+
+class _Outage(Exception):
+    """The database cannot be reached or lent no connection in time."""
+
+
+@outages_as_unavailable((_Outage,))
+class SQLStore(TaskStore):
+    """See the module docstring.
+
+    :param engine: a SQLAlchemy engine on PostgreSQL or MySQL/MariaDB.
+    :param schema: the PostgreSQL schema (created if missing) or MySQL database
+        of the tables; None for the connection's default.
+    :param owns_engine: dispose of the engine on :meth:`close` (not an app's engine).
+    :param create_tables: create missing tables now (off when migrations do it).
+    :param explicit_transactions: the engine's sessions autocommit and writes
+        say ``BEGIN``/``COMMIT`` themselves (the engines :func:`open_sql_store` makes).
+    """
+
+    def __init__(self, engine: Engine, *, schema: Optional[str] = None,
+                 owns_engine: bool = False, create_tables: bool = True,
+                 explicit_transactions: bool = False) -> None:
+        if not isinstance(engine, Engine):
+            raise StoreError(f"a SQL store needs a SQLAlchemy Engine, not {engine!r}")
+        self.engine = engine
+        self.dialect = engine.dialect.name
+        if self.dialect not in ("postgresql", "mysql", "mariadb"):
+            raise StoreError(f"the SQL store runs on PostgreSQL or MySQL/MariaDB, "
+                             f"not {self.dialect}")
+        self.postgres = self.dialect == "postgresql"
+        self.schema = schema
+        self._owns_engine = owns_engine
+        self._explicit = explicit_transactions
+        meta = metadata if schema is None else make_metadata(schema)
+        prefix = f"{schema}." if schema else ""
+        self.tasks, self.events, self.leases, self.targets, self.claims = (
+            meta.tables[prefix + name] for name in
+            ("a2a_tasks", "a2a_events", "a2a_leases", "a2a_push_targets", "a2a_claims"))
+        self._now: Any = sa.literal_column("extract(epoch from clock_timestamp())" if self.postgres
+                                      else "UNIX_TIMESTAMP(NOW(6))")
+        self._channel = f"a2a_{schema or 'tasks'}"[:63]
+        self._notifier = Notifier()
+        #: The highest log head seen per task (local appends and notifications).
+        self._heads: Dict[str, Tuple[int, bool]] = {}
+        self._pid = os.getpid()
+        self._listener: Optional[Listener] = None
+        self._listener_lock = threading.Lock()
+        self._warn_if_blocking()
+        if create_tables:
+            try:
+                create_all(engine, schema)
+            except sa.exc.SQLAlchemyError as exc:
+                raise StoreError(f"cannot reach the SQL store at "
+                                 f"{engine.url.render_as_string(hide_password=True)}: "
+                                 f"{_reason(exc)}") from None
+
+    # ------------------------------------------------------------ plumbing
+
+    def _warn_if_blocking(self) -> None:
+        from ..concurrency import gevent_active
+
+        if self.engine.dialect.driver == "psycopg2" and gevent_active():
+            import importlib
+
+            extensions = importlib.import_module("psycopg2.extensions")
+            if extensions.get_wait_callback() is None:
+                log.warning("a2a sql store: psycopg2 without a wait callback blocks the whole "
+                            "gevent worker during every query; use postgresql+pg8000:// or "
+                            "install psycogreen's patch_psycopg()")
+
+    @contextmanager
+    def _connect(self, write: bool = False, one_statement: bool = False) -> Iterator[Connection]:
+        """A pooled connection (in a transaction committed at the end when ``write``);
+        connection failures and an exhausted pool become an outage (the store's
+        methods raise :class:`~a2a_flask.StoreUnavailable`).
+
+        ``one_statement``: the write is a single statement, atomic by itself, so
+        an autocommit session needs no BEGIN and COMMIT around it (two round trips).
+        """
+        if self._pid != os.getpid():  # forked (gunicorn --preload): sockets are the parent's
+            self.engine.dispose(close=False)
+            self._pid = os.getpid()
+        try:
+            if not self._explicit:
+                with (self.engine.begin() if write else self.engine.connect()) as conn:
+                    yield conn
+            else:
+                with self.engine.connect() as conn:
+                    if not write or one_statement:
+                        yield conn
+                        return
+                    conn.exec_driver_sql("BEGIN")
+                    try:
+                        yield conn
+                    except BaseException:
+                        _roll_back(conn)
+                        raise
+                    conn.exec_driver_sql("COMMIT")
+        except sa.exc.TimeoutError:
+            raise _Outage("task store unavailable: no database connection came free "
+                             f"within {self.engine.pool.timeout()}s (pool "  # type: ignore[attr-defined]
+                             f"{self.engine.pool.size()})") from None  # type: ignore[attr-defined]
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+            raise _Outage(f"task store unavailable: {_reason(exc)}") from None
+        except sa.exc.ProgrammingError as exc:  # missing tables, missing rights
+            raise StoreError(f"task store unusable: {_reason(exc)} (tables: "
+                             "a2a_flask.stores.sql.create_all)") from None
+
+    def _fold(self, row: Row[Any], events: Sequence[str],
+              snapshot: Optional[str] = None) -> TaskRecord:
+        """The record of a task row plus the events logged after its snapshot."""
+        task = load_task(row.snapshot if snapshot is None else snapshot)
+        for text in events:
+            task = apply_event(task, load_event(text))
+        keep = row.history_len
+        if len(task.history) > keep:  # the runtime trimmed the front of the history
+            task = dataclasses.replace(task, history=task.history[len(task.history) - keep:])
+        return TaskRecord(task, row.seq, row.tenant, row.owner, row.dialect, row.created_at)
+
+    def _record_columns(self) -> List[Any]:
+        t = self.tasks.c
+        return [t.id, t.tenant, t.owner, t.dialect, t.created_at, t.seq, t.snap_seq,
+                t.history_len, t.snapshot]
+
+    def _tails(self, conn: Connection, rows: Sequence[Row[Any]]) -> Dict[str, List[str]]:
+        """The events after each row's snapshot, up to the row's head, in one query."""
+        behind = [row for row in rows if row.seq > row.snap_seq]
+        tails: Dict[str, List[str]] = {row.id: [] for row in rows}
+        if not behind:
+            return tails
+        e = self.events.c
+        bounds = sa.or_(*(sa.and_(e.task_id == row.id, e.seq > row.snap_seq, e.seq <= row.seq)
+                          for row in behind))
+        for task_id, text in conn.execute(
+                sa.select(e.task_id, e.event).where(bounds).order_by(e.task_id, e.seq)):
+            tails[task_id].append(text)
+        return tails
+
+    # ------------------------------------------------------------ tasks and logs
+
+    def create(self, record: TaskRecord, first_event: Event) -> None:
+        task = record.task
+        row = dict(id=task.id, tenant=record.tenant, owner=record.owner, dialect=record.dialect,
+                   context_id=task.context_id, state=task.status.state.value,
+                   created_at=record.created_at, updated_at=record.updated_at, seq=record.seq,
+                   snap_seq=record.seq, history_len=len(task.history), snapshot=dump_task(task))
+        first = [(record.seq, dump_event(first_event))]
+        try:
+            if self._explicit and self.postgres:  # one statement: one round trip
+                with self._connect(write=True, one_statement=True) as conn:
+                    made = sa.insert(self.tasks).values(row).returning(self.tasks.c.id)
+                    conn.execute(self._log_and_notify(made.cte("made"), first,
+                                                      task.status.state.terminal)).all()
+            else:
+                with self._connect(write=True) as conn:
+                    conn.execute(self.tasks.insert().values(row))
+                    conn.execute(self.events.insert().values(task_id=task.id, seq=record.seq,
+                                                             event=first[0][1]))
+                    self._send_notify(conn, task.id, record.seq, task.status.state.terminal)
+        except sa.exc.IntegrityError:
+            raise SequenceConflict(task.id) from None
+        self._woken(task.id, record.seq, task.status.state.terminal)
+
+    def _log_and_notify(self, written: Any, events: List[Tuple[int, str]],
+                        terminal: bool) -> Any:
+        """PostgreSQL: one statement that logs ``events`` for the task a data-modifying
+        CTE ``written`` returns (none if it returns no row) and notifies listeners;
+        it yields a row when the task was written.  The events travel as two
+        arrays, so the statement's text (and SQLAlchemy's compiled form) is the
+        same for any number of them."""
+        from sqlalchemy.dialects.postgresql import ARRAY
+
+        logged = sa.func.unnest(
+            sa.bindparam("a2a_seqs", [seq for seq, _ in events], type_=ARRAY(sa.Integer)),
+            sa.bindparam("a2a_events", [text for _, text in events], type_=ARRAY(sa.Text)),
+        ).table_valued("seq", "event").render_derived(name="logged")
+        added = (sa.insert(self.events)
+                 .from_select(["task_id", "seq", "event"],
+                              sa.select(written.c.id, logged.c.seq, logged.c.event)
+                              .select_from(written).join(logged, sa.true()))
+                 .cte("added"))
+        head: Any = sa.bindparam("a2a_head", _head_suffix(events[-1][0], terminal))
+        return (sa.select(sa.func.pg_notify(self._channel, written.c.id + head))
+                .select_from(written).add_cte(added))
+
+    def load(self, task_id: str) -> Optional[TaskRecord]:
+        # One statement (one snapshot of the data, one round trip): the task row
+        # with its snapshot as "body", then the events after it, each as a row
+        # carrying the task's columns again (short) and the event as "body".
+        t, e = self.tasks.c, self.events.c
+        head = [t.id, t.tenant, t.owner, t.dialect, t.created_at, t.seq, t.snap_seq,
+                t.history_len]
+        snapshot = sa.select(*head, t.snapshot.label("body"), t.snap_seq.label("at"))
+        tail = (sa.select(*head, e.event.label("body"), e.seq.label("at"))
+                .join_from(self.tasks, self.events, e.task_id == t.id)
+                .where(e.seq > t.snap_seq, e.seq <= t.seq))
+        query = sa.union_all(snapshot.where(t.id == task_id),
+                             tail.where(t.id == task_id)).order_by(sa.literal_column("at"))
+        with self._connect() as conn:
+            rows = conn.execute(query).all()
+        if not rows:
+            return None
+        first = rows[0]  # the snapshot's "at" is snap_seq, below every later event's
+        return self._fold(first, [row.body for row in rows[1:]], first.body)
+
+    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+        t = self.tasks.c
+        seq = expected_seq + len(events)
+        state = task.status.state
+        changes: Dict[str, Any] = {"seq": seq, "state": state.value,
+                                   "history_len": len(task.history)}
+        if task.status.timestamp:
+            changes["updated_at"] = task.status.timestamp
+        # Compact when the log crosses a multiple of COMPACT_EVERY (so at most that
+        # many events are folded on load), when the task ends (finished tasks are
+        # read whole, by GetTask and push delivery) and when an event replaces the
+        # task.  Otherwise the snapshot is not even serialised.
+        if (state.terminal or seq // COMPACT_EVERY != expected_seq // COMPACT_EVERY
+                or any(isinstance(event, Task) for event in events)):
+            changes["snap_seq"] = seq
+            changes["snapshot"] = dump_task(task)
+        logged = [(expected_seq + i, dump_event(event)) for i, event in enumerate(events, 1)]
+        moved = sa.update(self.tasks).where(t.id == task_id, t.seq == expected_seq).values(changes)
+        if self._explicit and self.postgres:
+            # Compare-and-set, log and NOTIFY in one statement: atomic without a
+            # transaction around it, one round trip instead of five.
+            with self._connect(write=True, one_statement=True) as conn:
+                done = conn.execute(self._log_and_notify(
+                    moved.returning(t.id).cte("moved"), logged, state.terminal)).all()
+            if not done:
+                raise SequenceConflict(task_id)
+        else:
+            with self._connect(write=True) as conn:
+                if conn.execute(moved).rowcount != 1:
+                    raise SequenceConflict(task_id)
+                conn.execute(self.events.insert(), [
+                    {"task_id": task_id, "seq": seq_, "event": text} for seq_, text in logged])
+                self._send_notify(conn, task_id, seq, state.terminal)
+        self._woken(task_id, seq, state.terminal)
+        return seq
+
+    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+        e = self.events.c
+        with self._connect() as conn:
+            rows = conn.execute(sa.select(e.seq, e.event)
+                                .where(e.task_id == task_id, e.seq > after_seq)
+                                .order_by(e.seq)).all()
+        return [LogEntry(seq, load_event(text)) for seq, text in rows]
+
+    # ------------------------------------------------------------ wake-ups
+
+    def _send_notify(self, conn: Connection, task_id: str, seq: int, terminal: bool) -> None:
+        if self.postgres:  # delivered at commit, together with the rows
+            conn.execute(sa.select(sa.func.pg_notify(
+                self._channel, task_id + _head_suffix(seq, terminal))))
+
+    def _woken(self, task_id: str, seq: int, terminal: bool) -> None:
+        """A task's log reached ``seq`` (here, or on another host: a notification):
+        remember it, so waiters need not ask the database, and wake them."""
+        heads = self._heads
+        known = heads.get(task_id)
+        if known is None or known[0] < seq:
+            if len(heads) >= HEADS_KEPT:
+                heads.clear()  # a cache, not a record: forgetting only costs a query
+            heads[task_id] = (seq, terminal)
+        self._notifier.notify(task_id)
+
+    def _notified(self, payload: str) -> None:
+        """A NOTIFY payload: "task id, seq, terminal flag" (older form: the id alone)."""
+        parts = payload.rsplit(" ", 2)
+        if len(parts) == 3 and parts[1].isdigit():
+            self._woken(parts[0], int(parts[1]), parts[2] == "1")
+        else:
+            self._notifier.notify(payload)
+
+    def _ensure_listener(self) -> Optional[Listener]:
+        """One LISTEN connection per process (PostgreSQL), started by the first waiter."""
+        listener = self._listener
+        if listener is not None and listener._pid == os.getpid():
+            return listener
+        with self._listener_lock:
+            listener = self._listener
+            if listener is None or listener._pid != os.getpid():
+                listener = Listener(self.engine, self._channel, self._notified,
+                                    lambda: self.closed)
+                self._listener = listener
+                Worker(listener.run, name="a2a-sql-listener")
+        return listener
+
+    def _passed(self, task_id: str, after_seq: int) -> bool:
+        known = self._heads.get(task_id)
+        if known is not None and (known[0] > after_seq or known[1]):
+            return True  # logs only grow: no need to ask
+        t = self.tasks.c
+        with self._connect() as conn:
+            row = conn.execute(sa.select(t.seq, t.state).where(t.id == task_id)).first()
+        return row is None or row.seq > after_seq or row.state in _TERMINAL
+
+    def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
+        listener = self._ensure_listener() if self.postgres else None
+        if listener is not None and listener.ready.is_set():
+            # The clock as "version": re-read every SAFETY_POLL in case a wake-up was lost.
+            self._notifier.wait_polling(task_id, lambda: self._passed(task_id, after_seq),
+                                        time.monotonic, timeout, SAFETY_POLL)
+            return
+        # MySQL, or LISTEN not (yet, or no longer) in force: poll with a back-off.
+        deadline = time.monotonic() + timeout
+        pause = POLL_MIN
+        while True:
+            # The ticket lives only for this round: the notifier drops the task's
+            # entry when its last waiter leaves.
+            with self._notifier.ticket(task_id) as ticket:
+                if self._passed(task_id, after_seq):
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                woken = ticket.wait(min(pause, remaining))
+            # A local write means the task is active again: look soon.
+            pause = POLL_MIN if woken else min(pause * 2, POLL_MAX)
+
+    # ------------------------------------------------------------ listing
+
+    def list_tasks(self, query: TaskQuery) -> TaskPage:
+        t = self.tasks.c
+        where = [t.tenant == query.tenant, t.owner == query.owner]
+        if query.context_id:
+            where.append(t.context_id == query.context_id)
+        if query.state is not None:
+            where.append(t.state == query.state.value)
+        if query.updated_after:
+            where.append(t.updated_at >= query.updated_after)
+        page_where = list(where)
+        if query.page_token:
+            stamp, last_id = decode_page_token(query.page_token)
+            page_where.append(sa.or_(t.updated_at < stamp,
+                                     sa.and_(t.updated_at == stamp, t.id < last_id)))
+        with self._connect() as conn:
+            total = conn.execute(sa.select(sa.func.count()).select_from(self.tasks)
+                                 .where(*where)).scalar_one()
+            rows = conn.execute(sa.select(*self._record_columns()).where(*page_where)
+                                .order_by(t.updated_at.desc(), t.id.desc())
+                                .limit(query.page_size + 1)).all()
+            page = rows[:query.page_size]
+            tails = self._tails(conn, page)
+        records = [self._fold(row, tails[row.id]) for row in page]
+        more = len(rows) > query.page_size
+        return TaskPage(records, total, encode_page_token(records[-1]) if more else "")
+
+    # ------------------------------------------------------------ push targets
+
+    def put_push_target(self, task_id: str, target: PushTarget) -> None:
+        p = self.targets.c
+        values = {"target": dump_target(target), "delivered_seq": target.delivered_seq,
+                  "failures": target.failures, "gave_up": target.gave_up}
+        with self._connect(write=True) as conn:
+            last = conn.execute(sa.select(sa.func.max(p.position))
+                                .where(p.task_id == task_id)).scalar()
+            self._upsert(conn, self.targets,
+                         {"task_id": task_id, "id": target.config.id,
+                          "position": (last or 0) + 1, **values}, list(values))
+
+    def push_targets(self, task_id: str) -> List[PushTarget]:
+        p = self.targets.c
+        with self._connect() as conn:
+            rows = conn.execute(sa.select(p.target, p.delivered_seq, p.failures, p.gave_up)
+                                .where(p.task_id == task_id)
+                                .order_by(p.position, p.id)).all()
+        return [load_target(text, delivered, failures, bool(gave_up))
+                for text, delivered, failures, gave_up in rows]
+
+    def delete_push_config(self, task_id: str, config_id: str) -> None:
+        p = self.targets.c
+        with self._connect(write=True, one_statement=True) as conn:
+            conn.execute(sa.delete(self.targets).where(p.task_id == task_id, p.id == config_id))
+
+    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
+                             failures: int, gave_up: bool) -> None:
+        p = self.targets.c
+        with self._connect(write=True, one_statement=True) as conn:
+            conn.execute(sa.update(self.targets).where(p.task_id == task_id, p.id == config_id)
+                         .values(delivered_seq=delivered_seq, failures=failures,
+                                 gave_up=gave_up))
+
+    def push_backlog(self) -> List[str]:
+        p, t = self.targets.c, self.tasks.c
+        with self._connect() as conn:
+            rows = conn.execute(sa.select(p.task_id).distinct()
+                                .join_from(self.targets, self.tasks, t.id == p.task_id)
+                                .where(p.gave_up == sa.false(), p.delivered_seq < t.seq)).all()
+        return [task_id for (task_id,) in rows]
+
+    # ------------------------------------------------------------ claims and leases
+
+    def _upsert(self, conn: Connection, table: sa.Table, values: Dict[str, Any],
+                update: List[str]) -> None:
+        """Insert a row, or update ``update`` columns of the one with the same key."""
+        if self.postgres:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            pg = pg_insert(table).values(values)
+            keys = [column.name for column in table.primary_key.columns]
+            conn.execute(pg.on_conflict_do_update(
+                index_elements=keys, set_={name: pg.excluded[name] for name in update}))
+        else:
+            from sqlalchemy.dialects.mysql import insert as my_insert
+
+            my = my_insert(table).values(values)
+            conn.execute(my.on_duplicate_key_update({name: my.inserted[name] for name in update}))
+
+    def claim(self, key: str, owner: str, ttl: float) -> bool:
+        c = self.claims.c
+        expires = self._now + ttl
+        with self._connect(write=True, one_statement=True) as conn:
+            taken = conn.execute(sa.update(self.claims)
+                                 .where(c.key == key, sa.or_(c.owner == owner,
+                                                             c.expires < self._now))
+                                 .values(owner=owner, expires=expires)).rowcount
+        if taken:
+            return True
+        try:
+            with self._connect(write=True, one_statement=True) as conn:
+                conn.execute(self.claims.insert().values(key=key, owner=owner, expires=expires))
+        except sa.exc.IntegrityError:
+            return False  # someone holds it (or took it just now)
+        return True
+
+    def release_claim(self, key: str, owner: str) -> None:
+        c = self.claims.c
+        with self._connect(write=True, one_statement=True) as conn:
+            conn.execute(sa.delete(self.claims).where(c.key == key, c.owner == owner))
+
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        with self._connect(write=True, one_statement=True) as conn:
+            self._upsert(conn, self.leases,
+                         {"task_id": task_id, "owner": owner, "expires": self._now + ttl},
+                         ["owner", "expires"])
+
+    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
+        if not task_ids:
+            return
+        lease = self.leases.c
+        with self._connect(write=True, one_statement=True) as conn:
+            conn.execute(sa.update(self.leases)
+                         .where(lease.owner == owner, lease.task_id.in_(task_ids))
+                         .values(expires=self._now + ttl))
+
+    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        lease = self.leases.c
+        condition = [lease.task_id == task_id]
+        if owner is not None:
+            condition.append(lease.owner == owner)
+        with self._connect(write=True, one_statement=True) as conn:
+            conn.execute(sa.delete(self.leases).where(*condition))
+
+    def expired_leases(self) -> List[str]:
+        lease = self.leases.c
+        with self._connect() as conn:
+            rows = conn.execute(sa.select(lease.task_id).where(lease.expires < self._now)).all()
+        return [task_id for (task_id,) in rows]
+
+    # ------------------------------------------------------------ retention
+
+    def purge(self, updated_before: str) -> int:
+        t = self.tasks.c
+        with self._connect(write=True) as conn:
+            gone = [task_id for (task_id,) in conn.execute(
+                sa.select(t.id).where(t.updated_at < updated_before,
+                                      t.state.in_(sorted(_TERMINAL))))]
+            for start in range(0, len(gone), 500):
+                chunk = gone[start:start + 500]
+                for table, column in ((self.events, "task_id"), (self.targets, "task_id"),
+                                      (self.leases, "task_id"), (self.tasks, "id")):
+                    conn.execute(sa.delete(table).where(table.c[column].in_(chunk)))
+        for task_id in gone:
+            self._heads.pop(task_id, None)
+        return len(gone)
+
+    def close(self) -> None:
+        super().close()
+        if self._owns_engine:
+            self.engine.dispose()
+
+
+def _roll_back(conn: Connection) -> None:
+    """End a failed explicit transaction; a connection that cannot is dropped."""
+    if conn.invalidated:  # broken mid-call (or its greenlet killed): the pool replaces it
+        return
+    try:
+        conn.exec_driver_sql("ROLLBACK")
+    except Exception:
+        conn.invalidate()
+
+
+def _reason(exc: BaseException) -> str:
+    """The driver's message without SQLAlchemy's statement dump."""
+    orig = getattr(exc, "orig", None)
+    return str(orig if orig is not None else exc).splitlines()[0]

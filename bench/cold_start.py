@@ -1,0 +1,109 @@
+#!/usr/bin/env python
+"""Cold start: ``import a2a_flask`` plus ``init_app`` in a fresh process.
+
+Each run is a new interpreter (``python -I``-like isolation is not used, so
+the installed package is what gets imported) timing, from its first line:
+the import of ``a2a_flask``, then building an agent and ``init_app`` on a new
+Flask app.  The ceiling, measured in the same run with alternating samples,
+is a fresh process that imports Flask and builds an app.  Prints medians
+over ``--runs`` processes; issue 14's target is <= 150 ms for the total.
+With ``--importtime`` it also lists the slowest modules
+(``python -X importtime``, cumulative microseconds) of one more process.
+
+    python bench/cold_start.py [--runs 11] [--importtime]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from typing import Dict, List, Optional, Tuple
+
+#: Run in a fresh interpreter; prints the phase times in milliseconds as JSON.
+AGENT = """
+import time
+started = time.perf_counter()
+import a2a_flask
+imported = time.perf_counter()
+from flask import Flask
+app = Flask("cold")
+card = a2a_flask.AgentCard(name="Cold", description="cold start", version="1.0.0",
+                           skills=[a2a_flask.AgentSkill(id="s", name="s", description="s", tags=["s"])])
+agent = a2a_flask.A2A(card=card)
+
+@agent.executor
+def run(context):
+    return "hi"
+
+agent.init_app(app)
+done = time.perf_counter()
+import json
+print(json.dumps({"import": (imported - started) * 1e3, "init_app": (done - imported) * 1e3,
+                  "total": (done - started) * 1e3}))
+"""
+
+CEILING = """
+import time
+started = time.perf_counter()
+from flask import Flask
+app = Flask("cold")
+
+@app.post("/")
+def index():
+    return "hi"
+
+done = time.perf_counter()
+import json
+print(json.dumps({"total": (done - started) * 1e3}))
+"""
+
+
+def sample(code: str) -> Dict[str, float]:
+    out = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         check=True, timeout=60).stdout
+    times: Dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return times
+
+
+def slowest_imports(count: int) -> List[Tuple[int, str]]:
+    """(cumulative us, module) of the slowest imports of ``import a2a_flask``."""
+    err = subprocess.run([sys.executable, "-X", "importtime", "-c", "import a2a_flask"],
+                         stderr=subprocess.PIPE, text=True, check=True, timeout=60).stderr
+    rows = []
+    for line in err.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = (part.strip() for part in line[len("import time:"):].split("|"))
+        rows.append((int(cumulative), name))
+    return sorted(rows, reverse=True)[:count]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=11)
+    p.add_argument("--importtime", action="store_true")
+    a = p.parse_args(argv)
+    agent: List[Dict[str, float]] = []
+    ceiling: List[Dict[str, float]] = []
+    for _ in range(a.runs):  # alternate, so drift hits both alike
+        agent.append(sample(AGENT))
+        ceiling.append(sample(CEILING))
+    med = {key: statistics.median(s[key] for s in agent) for key in agent[0]}
+    flask_total = statistics.median(s["total"] for s in ceiling)
+    print(f"cold start, medians of {a.runs} fresh processes (ms):")
+    print(f"  import a2a_flask        {med['import']:7.1f}")
+    print(f"  agent + init_app        {med['init_app']:7.1f}")
+    print(f"  total                   {med['total']:7.1f}   target <= 150 ms: "
+          f"{'PASS' if med['total'] <= 150 else 'MISS'}")
+    print(f"  bare Flask app (ceiling){flask_total:7.1f}   ratio {med['total'] / flask_total:.2f}x")
+    if a.importtime:
+        print("slowest imports (cumulative ms):")
+        for micros, name in slowest_imports(15):
+            print(f"  {micros / 1e3:7.1f}  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

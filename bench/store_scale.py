@@ -1,0 +1,165 @@
+#!/usr/bin/env python
+"""Per-operation cost of the task stores as they grow: 10, 100, 1,000 and 10,000 tasks.
+
+One store per backend (memory, shelve, SQLite) grows to each size in turn, with
+tasks of ten events (a create, then nine appends of one status update each).
+At each size the script measures, on that store, in this process:
+
+* ``create`` and ``append``: ``--probe`` new tasks of ten events (timed per call);
+* ``load``, ``read`` (a whole ten-event log) and ``list`` (the first page of
+  ten, newest first): ``--samples`` calls on random existing tasks.
+
+It prints the median microseconds per call and, per operation, the ratio of
+the largest size to the smallest (1.0 = flat).  Next to each row, the
+baseline of the disk at that moment: appending 600 bytes to a file and
+``fdatasync``-ing it, which every shelve create and append includes.  The stores' files live in a
+temporary directory removed at the end.
+
+    python bench/store_scale.py [--sizes 10,100,1000,10000] [--stores memory,shelve,sqlite]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Dict, List
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from a2a_flask.engine.runtime import apply_event  # noqa: E402
+from a2a_flask.protocol.models import (  # noqa: E402
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
+from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore, TaskStore  # noqa: E402
+from a2a_flask.stores.base import TaskQuery, TaskRecord  # noqa: E402
+
+OPERATIONS = ("create", "append", "load", "read", "list")
+EVENTS_PER_TASK = 10
+
+
+def open_store(kind: str, directory: str) -> TaskStore:
+    if kind == "memory":
+        return MemoryStore()
+    if kind == "shelve":
+        return ShelveStore(f"{directory}/shelve/tasks")
+    return SQLiteStore(f"{directory}/sqlite/tasks.db")
+
+
+def stamp(n: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(1_700_000_000 + n)) + ".000Z"
+
+
+def add_task(store: TaskStore, n: int, timings: Dict[str, List[float]]) -> None:
+    """Create task ``n`` and append its nine status updates, timing each store call."""
+    task_id = f"task-{n:06d}"
+    message = Message(message_id=f"{task_id}-m", role=Role.USER,
+                      parts=[Part(text="please do the thing " * 4)],
+                      task_id=task_id, context_id=f"ctx-{n % 50}")
+    task = Task(id=task_id, context_id=message.context_id, history=[message],
+                status=TaskStatus(TaskState.SUBMITTED, timestamp=stamp(n)))
+    started = time.perf_counter()
+    store.create(TaskRecord(task, 1, created_at=stamp(n)), task)
+    timings["create"].append(time.perf_counter() - started)
+    for seq in range(2, EVENTS_PER_TASK + 1):
+        state = TaskState.COMPLETED if seq == EVENTS_PER_TASK else TaskState.WORKING
+        event = TaskStatusUpdateEvent(task_id, task.context_id,
+                                      TaskStatus(state, timestamp=stamp(n)))
+        task = apply_event(task, event)
+        started = time.perf_counter()
+        store.append(task_id, seq - 1, [event], task)
+        timings["append"].append(time.perf_counter() - started)
+
+
+def timed(call: Callable[[], object], samples: int) -> List[float]:
+    results = []
+    for _ in range(samples):
+        started = time.perf_counter()
+        call()
+        results.append(time.perf_counter() - started)
+    return results
+
+
+def measure(store: TaskStore, size: int, probe: int, samples: int,
+            rng: random.Random) -> Dict[str, float]:
+    """Median seconds per call of each operation on a store of ``size`` tasks."""
+    timings: Dict[str, List[float]] = {op: [] for op in OPERATIONS}
+    ids = [f"task-{rng.randrange(size):06d}" for _ in range(samples)]
+    picks = iter(ids * 3)
+    timings["load"] = timed(lambda: store.load(next(picks)), samples)
+    timings["read"] = timed(lambda: store.read(next(picks), 0), samples)
+    timings["list"] = timed(lambda: store.list_tasks(TaskQuery(page_size=10)), samples)
+    for n in range(10_000_000 + size, 10_000_000 + size + probe):  # probes: ids apart
+        add_task(store, n, timings)
+    return {op: statistics.median(values) for op, values in timings.items()}
+
+
+def flush_baseline(directory: str, samples: int) -> float:
+    """Median seconds of appending 600 bytes to a file and ``fdatasync``-ing it: the
+    disk's part of every shelve create and append, measured in the same run."""
+    path = os.path.join(directory, "flush-baseline")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        return statistics.median(timed(lambda: (os.write(fd, b"x" * 600), os.fdatasync(fd)),
+                                       samples))
+    finally:
+        os.close(fd)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10,100,1000,10000")
+    parser.add_argument("--stores", default="memory,shelve,sqlite")
+    parser.add_argument("--probe", type=int, default=20, help="tasks created per measurement")
+    parser.add_argument("--samples", type=int, default=200, help="calls per read operation")
+    options = parser.parse_args()
+    sizes = sorted(int(s) for s in options.sizes.split(","))
+    kinds = options.stores.split(",")
+    rng = random.Random(7)
+    results: Dict[str, Dict[int, Dict[str, float]]] = {kind: {} for kind in kinds}
+    with tempfile.TemporaryDirectory(prefix="a2a-store-scale-") as directory:
+        for kind in kinds:
+            store = open_store(kind, directory)
+            filled = 0
+            fill: Dict[str, List[float]] = {op: [] for op in OPERATIONS}
+            started = time.monotonic()
+            for size in sizes:
+                while filled < size:
+                    add_task(store, filled, fill)
+                    filled += 1
+                results[kind][size] = measure(store, size, options.probe, options.samples, rng)
+                results[kind][size]["flush"] = flush_baseline(directory, options.samples // 4)
+            store.close()
+            print(f"# {kind}: filled to {filled} tasks in {time.monotonic() - started:.1f} s",
+                  file=sys.stderr)
+    width = 10
+    print(f"median microseconds per call; tasks of {EVENTS_PER_TASK} events; "
+          f"list = first page of 10")
+    print(f"{'store':8} {'tasks':>7} " + " ".join(f"{op:>{width}}" for op in OPERATIONS)
+          + f" {'disk flush':>{width}}")
+    for kind in kinds:
+        for size in sizes:
+            row = results[kind][size]
+            print(f"{kind:8} {size:>7} " + " ".join(
+                f"{row[op] * 1e6:>{width}.1f}" for op in OPERATIONS + ("flush",)))
+        low, high = results[kind][sizes[0]], results[kind][sizes[-1]]
+        print(f"{kind:8} {'ratio':>7} " + " ".join(
+            f"{high[op] / low[op]:>{width}.2f}" for op in OPERATIONS)
+            + f"   ({sizes[-1]} vs {sizes[0]})")
+    print("disk flush: appending 600 bytes to a file and fdatasync-ing it, measured right "
+          "after each row (shelve's create and append include one)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

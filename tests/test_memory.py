@@ -1,0 +1,93 @@
+"""Memory stays flat: after a warm-up, more tasks do not grow a worker's heap.
+
+Per store (the memory store aside: it keeps every task until its TTL, by
+design) and per path, ``TASKS`` more tasks after ``WARMUP`` may grow the
+traced heap by less than ``LIMIT`` bytes each.  The probe, its paths and what
+the measurement counts are in ``memory_probe.py``; ``bench/memory.py`` prints
+the same figures for longer runs.  A store added to ``memory_probe.STORES``
+is measured here too.
+
+A batch can grow by a few KiB that do not come back (a cache that fills
+once, a connection pool reaching the peak concurrency): so a batch over the
+limit is followed by another, up to ``BATCHES``, and the test fails only if
+every one grew too much.  A leak grows every batch.
+"""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import requests
+
+from . import memory_probe
+from .helpers import Server
+
+#: Bytes a task may leave behind (the issue's bound).
+LIMIT = 64
+#: Warm-up and measured tasks per store.  Redis has more background work in
+#: flight at any moment (its pub/sub listener, a connection pool that grows
+#: to the peak concurrency), a few KiB that more tasks dilute.
+BATCH = {"redis": (20, 80)}
+WARMUP, TASKS = 10, 40
+#: Batches measured at most: the test fails only if every one grows too much.
+BATCHES = 3
+ONLY: dict = {}
+
+CASES = [(store, path) for store in memory_probe.STORES for path in memory_probe.PATHS
+         if path in ONLY.get(store, memory_probe.PATHS)]
+
+
+@pytest.mark.parametrize("store, path", CASES, ids=[f"{s}-{p}" for s, p in CASES])
+def test_more_tasks_do_not_grow_the_heap(store, path, tmp_path):
+    warmup, tasks = BATCH.get(store, (WARMUP, TASKS))
+    probe = memory_probe.Probe(store, tmp_path)
+    try:
+        run = memory_probe.PATHS[path]
+        with memory_probe.tracing():
+            grown = [memory_probe.bytes_per_task(probe, run, warmup=warmup, tasks=tasks)]
+            while min(grown) >= LIMIT and len(grown) < BATCHES:
+                grown.append(memory_probe.bytes_per_task(probe, run, warmup=0, tasks=tasks))
+        where = [] if min(grown) < LIMIT else list(
+            memory_probe.top_growth(probe, run, warmup=0, tasks=tasks, limit=5))
+    finally:
+        probe.close()
+    assert min(grown) < LIMIT, (
+        f"{path} on {store}: each task left {', then '.join(f'{g:.0f}' for g in grown)} "
+        f"bytes behind (limit {LIMIT}); where one more batch grew:\n" + "\n".join(where))
+
+
+def _send_and_stream(session: requests.Session, url: str) -> None:
+    """One blocking SendMessage and one SendStreamingMessage, each to COMPLETED."""
+    for method in ("SendMessage", "SendStreamingMessage"):
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": {
+            "role": "ROLE_USER", "messageId": uuid.uuid4().hex, "parts": [{"text": "hi"}]}}}
+        response = session.post(url + "/a2a", json=body, headers={"A2A-Version": "1.0"},
+                                timeout=30)
+        assert response.status_code == 200 and b"TASK_STATE_COMPLETED" in response.content, \
+            response.content[-300:]
+
+
+def test_a_gevent_worker_does_not_grow_either(tmp_path):
+    """The same bound in a real ``gunicorn -k gevent`` worker (gevent's primitives),
+    read from the worker's own tracemalloc through the test app's /probe/heap."""
+    env = {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks"}
+    with Server("tests.memory_app:app", env=env, extra_args=["--timeout", "120"]) as server, \
+            requests.Session() as session:
+        def heap() -> int:
+            answer = session.get(server.url + "/probe/heap", timeout=30).json()
+            assert answer["running"] == 0, answer
+            return int(answer["heap"])
+
+        def batch(tasks: int) -> float:
+            before = heap()
+            for _ in range(tasks):
+                _send_and_stream(session, server.url)
+            return (heap() - before) / tasks
+
+        for _ in range(WARMUP):
+            _send_and_stream(session, server.url)
+        batch(WARMUP // 2)  # starts tracing; the warm-up's second half is traced
+        grown = [batch(TASKS)]
+        while min(grown) >= LIMIT and len(grown) < BATCHES:
+            grown.append(batch(TASKS))
+    assert min(grown) < LIMIT, f"each task left {grown} bytes behind in the gevent worker"

@@ -1,0 +1,248 @@
+"""The shelve store's record log: torn tails, compaction, the earlier dbm format."""
+from __future__ import annotations
+
+import dataclasses
+import dbm.dumb
+import fcntl
+import os
+import pathlib
+import shelve
+import subprocess
+import sys
+import time
+
+import pytest
+
+from a2a_flask.protocol.models import TaskState
+from a2a_flask.stores import ShelveStore, StoreError
+from a2a_flask.stores import shelve as shelve_store
+from a2a_flask.stores.base import PushTarget, TaskQuery, TaskRecord
+from a2a_flask.stores import recordlog
+
+from .test_stores import append, config, create, make_task, stamp, status_event, user_turn
+
+S = TaskState
+
+
+def test_a_torn_last_record_is_ignored_and_cut_wherever_it_ends(tmp_path):
+    """Whatever prefix of the last write reached the file, the store opens with what
+    came before it, and the next write replaces the torn bytes.  (Every byte of the
+    frame header, then every 5th byte of the payload: each cut costs a flush.)"""
+    path = str(tmp_path / "tasks")
+    store = ShelveStore(path)
+    create(store, "t1")
+    append(store, "t1", [user_turn("t1", "a")])
+    store.close()
+    complete = os.path.getsize(path + ".log")
+    store = ShelveStore(path)
+    append(store, "t1", [user_turn("t1", "b"), status_event("t1", S.WORKING)])
+    store.close()
+    with open(path + ".log", "rb") as log:
+        whole = log.read()
+    cuts = list(range(complete, complete + 12)) + list(range(complete + 12, len(whole), 5))
+    for cut in cuts:
+        with open(path + ".log", "wb") as log:
+            log.write(whole[:cut])
+        store = ShelveStore(path)
+        try:
+            assert store.load("t1").seq == 2, cut
+            assert [e.seq for e in store.read("t1", 0)] == [1, 2]
+            append(store, "t1", [status_event("t1", S.COMPLETED)])  # cuts the torn tail
+            assert os.path.getsize(path + ".log") < len(whole) + 1
+        finally:
+            store.close()
+        reopened = ShelveStore(path)
+        assert [e.seq for e in reopened.read("t1", 0)] == [1, 2, 3]
+        assert reopened.load("t1").state is S.COMPLETED
+        reopened.close()
+
+
+def test_a_flipped_byte_in_the_last_record_fails_its_checksum(tmp_path):
+    path = str(tmp_path / "tasks")
+    store = ShelveStore(path)
+    create(store, "t1")
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    store.close()
+    with open(path + ".log", "r+b") as log:
+        log.seek(-5, os.SEEK_END)
+        byte = log.read(1)
+        log.seek(-5, os.SEEK_END)
+        log.write(bytes([byte[0] ^ 0x20]))
+    store = ShelveStore(path)
+    assert store.load("t1").seq == 1 and store.load("t1").state is S.SUBMITTED
+    store.close()
+
+
+def test_a_file_that_is_not_a_log_is_refused(tmp_path):
+    path = str(tmp_path / "tasks")
+    with open(path + ".log", "wb") as log:
+        log.write(b"something else entirely\n")
+    with pytest.raises(StoreError, match="not an a2a_flask record log"):
+        ShelveStore(path)
+
+
+def test_compaction_keeps_live_data_drops_the_rest_and_other_processes_follow(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(shelve_store, "COMPACT_MIN_BYTES", 1)
+    path = str(tmp_path / "tasks")
+    store, other = ShelveStore(path), ShelveStore(path)
+    for i in range(20):
+        create(store, f"t{i}", second=i)
+        append(store, f"t{i}", [user_turn(f"t{i}", "a"), status_event(f"t{i}", S.WORKING, i)])
+        append(store, f"t{i}", [status_event(f"t{i}", S.COMPLETED, i)])
+    store.put_push_target("t19", dataclasses.replace(
+        PushTarget(config("c", token="tok"), owner="alice"), delivered_seq=2))
+    store.claim("push:t19", "worker-a", 60.0)
+    store.claim("push:gone", "worker-a", 0.01)
+    store.acquire_lease("t19", "worker-a", 60.0)
+    time.sleep(0.05)
+    assert store.purge(stamp(10)) == 10
+    before = os.path.getsize(path + ".log")
+    inode = os.stat(path + ".log").st_ino
+    store.compact()
+    assert os.stat(path + ".log").st_ino != inode
+    assert os.path.getsize(path + ".log") < before / 2
+    for view in (store, other, ShelveStore(path)):  # the writer, a process that follows, a new one
+        page = view.list_tasks(TaskQuery(page_size=100))
+        assert sorted(r.task.id for r in page.records) == sorted(f"t{i}" for i in range(10, 20))
+        assert [e.seq for e in view.read("t15", 0)] == [1, 2, 3, 4]
+        assert view.read("t15", 2)[0].event.status.state is S.WORKING
+        assert view.load("t15").state is S.COMPLETED and view.load("t3") is None
+        assert [(t.config.token, t.delivered_seq) for t in view.push_targets("t19")] == [("tok", 2)]
+        assert not view.claim("push:t19", "worker-b", 1.0)
+        assert view.claim("push:gone", "worker-b", 1.0)
+        view.release_claim("push:gone", "worker-b")
+        assert view.expired_leases() == []
+    # Both keep writing to the new file.
+    append(other, "t15", [user_turn("t15", "late")])
+    assert store.load("t15").seq == 5
+
+
+def test_the_log_stays_bounded_when_old_tasks_are_purged(tmp_path, monkeypatch):
+    monkeypatch.setattr(shelve_store, "COMPACT_MIN_BYTES", 64 << 10)
+    path = str(tmp_path / "tasks")
+    store = ShelveStore(path)
+    sizes = []
+    for round_ in range(6):
+        for i in range(60):
+            task_id = f"r{round_}-{i}"
+            create(store, task_id, second=round_)
+            append(store, task_id, [user_turn(task_id, "x" * 200)])
+            append(store, task_id, [status_event(task_id, S.COMPLETED, round_)])
+        store.purge(stamp(round_))  # retention: everything of earlier rounds goes
+        sizes.append(os.path.getsize(path + ".log"))
+    # Live data is one round (sizes[0]); without compaction the file would reach 6x that.
+    assert max(sizes) < 3 * sizes[0], sizes
+    assert store.list_tasks(TaskQuery(page_size=100)).total_size == 60
+    store.close()
+
+
+# ---------------------------------------------------------------- the earlier format
+
+
+def _old_format_store(path: str) -> None:
+    """A store as releases before the record log wrote it: pickles in a dbm.dumb shelf."""
+    task = make_task("old", S.WORKING, second=3)
+    db = dbm.dumb.open(path, "c")
+    with shelve.Shelf(db, protocol=4) as shelf:
+        shelf["t:old"] = TaskRecord(task, 2, "acme", "alice", "0.3", stamp(1))
+        shelf["e:old:1"] = make_task("old", S.SUBMITTED, second=1)
+        shelf["e:old:2"] = status_event("old", S.WORKING, 3)
+        shelf["p:old"] = {"c": PushTarget(config("c", token="tok"), "0.3", "alice", 1)}
+        shelf["l:old"] = ("worker-a", time.time() + 60)
+        shelf["c:push:old"] = ("worker-a", time.time() + 60)
+
+
+def test_a_store_of_the_earlier_format_is_migrated(tmp_path):
+    path = str(tmp_path / "tasks")
+    _old_format_store(path)
+    store = ShelveStore(path)
+    record = store.load("old")
+    assert (record.seq, record.tenant, record.owner, record.dialect) == (2, "acme", "alice", "0.3")
+    assert record.state is S.WORKING and record.created_at == stamp(1)
+    assert [e.seq for e in store.read("old", 0)] == [1, 2]
+    assert [(t.config.token, t.dialect, t.delivered_seq) for t in store.push_targets("old")] == [
+        ("tok", "0.3", 1)]
+    assert store.expired_leases() == [] and store.push_backlog() == ["old"]
+    assert not os.path.exists(path + ".dir") and os.path.exists(path + ".dir.migrated")
+    append(store, "old", [status_event("old", S.COMPLETED, 4)])
+    store.close()
+    again = ShelveStore(path)  # the migrated files are not read twice
+    assert again.load("old").seq == 3
+    again.close()
+
+
+def test_an_unreadable_store_of_the_earlier_format_is_refused_with_a_clear_message(tmp_path):
+    path = str(tmp_path / "tasks")
+    _old_format_store(path)
+    with open(path + ".dir", "a") as index:
+        index.write("'t:torn', (51")  # the torn line a SIGKILL used to leave
+    with pytest.raises(StoreError, match="earlier a2a_flask release.*move those files away"):
+        ShelveStore(path)
+    assert os.path.exists(path + ".dir")  # nothing was moved
+
+
+GEVENT_SCRIPT = """
+from gevent import monkey; monkey.patch_all()
+import sys
+import gevent
+from a2a_flask.stores import ShelveStore
+from tests.test_stores import append, create, status_event, S
+
+path = sys.argv[1]
+first, second = ShelveStore(path), ShelveStore(path)  # two instances: the file lock is contended
+
+def work(store, n):
+    create(store, f"g{n}")
+    for _ in range(5):
+        append(store, f"g{n}", [status_event(f"g{n}", S.WORKING)])
+
+jobs = [gevent.spawn(work, (first, second)[n % 2], n) for n in range(20)]
+gevent.joinall(jobs, timeout=60, raise_error=True)
+assert all(job.successful() for job in jobs)
+assert sorted(first.load(f"g{n}").seq for n in range(20)) == [6] * 20
+assert [e.seq for e in second.read("g7", 0)] == [1, 2, 3, 4, 5, 6]
+print("ok")
+"""
+
+
+def test_greenlets_share_the_store_under_gevent(tmp_path):
+    # A child process: monkey-patching this one would affect the other tests.  Flushes
+    # run in gevent's thread pool and lock waits sleep cooperatively there.
+    done = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT, str(tmp_path / "tasks")],
+                          capture_output=True, text=True, timeout=90,
+                          cwd=str(pathlib.Path(__file__).parents[1]))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_process_that_sees_another_compact_does_not_compact_at_every_write(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(shelve_store, "COMPACT_MIN_BYTES", 1)  # only the doubling rule counts
+    path = str(tmp_path / "tasks")
+    first, second = ShelveStore(path), ShelveStore(path)
+    for i in range(30):
+        create(first, f"t{i}")
+    first.compact()
+    inode = os.stat(path + ".log").st_ino
+    for i in range(5):  # far from doubling the compacted file
+        append(second, f"t{i}", [status_event(f"t{i}", S.WORKING)])
+    assert os.stat(path + ".log").st_ino == inode
+    assert first.load("t4").seq == 2
+
+
+def test_a_write_lock_held_too_long_is_unavailable_and_reads_go_on(tmp_path, monkeypatch):
+    from a2a_flask import StoreUnavailable
+
+    monkeypatch.setattr(recordlog, "LOCK_TIMEOUT", 0.3)
+    path = str(tmp_path / "tasks")
+    store = ShelveStore(path)
+    create(store, "t1")
+    with open(path + ".lock", "a+b") as other_process:  # another open file: another lock owner
+        fcntl.flock(other_process, fcntl.LOCK_EX)
+        with pytest.raises(StoreUnavailable) as caught:
+            append(store, "t1", [status_event("t1", S.WORKING)])
+        assert "stayed locked by another process for 0.3s" in str(caught.value.__cause__)
+        assert store.load("t1").seq == 1  # readers take no lock
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    assert store.load("t1").seq == 2
+    store.close()

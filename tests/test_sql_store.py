@@ -1,0 +1,257 @@
+"""What the SQL store adds to the contract (tests/test_stores.py runs that on it too):
+engines, tables and migrations, appends without rewrites, the pool, wake-ups across hosts."""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+import pytest
+
+from a2a_flask import A2A, StoreUnavailable
+from a2a_flask.protocol.events import apply_event
+from a2a_flask.protocol.models import TaskState
+from a2a_flask.stores import StoreError, open_store
+
+from .conftest import SQL_STORES, drop_sql_database, make_card, sql_admin, sql_test_url
+from .helpers import rpc, user_message
+from .test_stores import append, create, status_event, user_turn
+
+sa = pytest.importorskip("sqlalchemy")
+
+from a2a_flask.stores import sql as sql_store  # noqa: E402  (after the importorskip)
+
+
+@pytest.fixture(params=SQL_STORES)
+def sql_url(request) -> str:
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    request.addfinalizer(lambda: drop_sql_database(request.param, name))
+    return sql_test_url(request.param, name)
+
+
+@pytest.fixture
+def store(sql_url):
+    made = open_store(sql_url)
+    yield made
+    made.close()
+
+
+def engine_for(url: str, **options):
+    """An app's own engine on the test database (what Flask-SQLAlchemy would build)."""
+    parts = url.split("?schema=")
+    driver = parts[0].replace("postgresql://", "postgresql+pg8000://", 1).replace(
+        "mysql://", "mysql+pymysql://", 1)
+    return sa.create_engine(driver, **options), (parts[1] if len(parts) > 1 else None)
+
+
+def rows(store, sql: str, **params):
+    with store.engine.connect() as conn:
+        return conn.execute(sa.text(sql), params).all()
+
+
+def table(store, name: str) -> str:
+    return f'"{store.schema}".{name}' if store.schema else name
+
+
+# ================================================================ opening
+
+
+def test_importing_the_package_does_not_import_sqlalchemy():
+    code = "import sys, a2a_flask; print('sqlalchemy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_an_app_passes_its_own_engine(sql_url):
+    engine, schema = engine_for(sql_url)
+    from flask import Flask
+
+    app = Flask("engine_app")
+    if schema is None:
+        A2A(app, card=make_card(), executor=lambda ctx: ctx.text, store=engine)
+    else:  # a schema of its own: the store built by hand, as an app may do too
+        A2A(app, card=make_card(), executor=lambda ctx: ctx.text,
+            store=sql_store.SQLStore(engine, schema=schema))
+    state = app.extensions["a2a"]["a2a"]
+    try:
+        assert isinstance(state.store, sql_store.SQLStore) and state.store.engine is engine
+        body = rpc(app.test_client(), "SendMessage", {"message": user_message("hi")})
+        task = body["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert state.store.load(task["id"]).state is TaskState.COMPLETED
+    finally:
+        state.close()
+    with engine.connect() as conn:  # the app's engine is the app's: still usable
+        assert conn.execute(sa.text("SELECT 1")).scalar() == 1
+    engine.dispose()
+
+
+def test_open_store_takes_an_engine_and_the_mariadb_alias(sql_url):
+    engine, schema = engine_for(sql_url)
+    if schema is None:
+        opened = open_store(engine)
+        assert isinstance(opened, sql_store.SQLStore) and opened.engine is engine
+        opened.close()
+        aliased = open_store(sql_url.replace("mysql://", "mariadb://", 1))
+        assert aliased.engine.dialect.name in ("mysql", "mariadb")
+        aliased.close()
+    engine.dispose()
+
+
+def test_unusable_urls_and_objects_are_store_errors():
+    with pytest.raises(StoreError, match="cannot reach the SQL store"):
+        open_store("postgresql://postgres@127.0.0.1:1/postgres")
+    with pytest.raises(StoreError, match="cannot reach the SQL store"):
+        open_store("mysql://root@127.0.0.1:1/x")
+    with pytest.raises(StoreError, match="needs a SQLAlchemy Engine"):
+        open_store(object())
+    with pytest.raises(StoreError, match="PostgreSQL or MySQL"):
+        open_store(sa.create_engine("sqlite://"))
+    with pytest.raises(StoreError, match="bad pool setting"):
+        open_store("postgresql://postgres@127.0.0.1/postgres?pool_size=many")
+
+
+def test_password_is_not_in_the_error():
+    with pytest.raises(StoreError) as caught:
+        open_store("postgresql://postgres:s3cret@127.0.0.1:1/postgres")
+    assert "s3cret" not in str(caught.value)
+
+
+# ================================================================ tables and migrations
+
+
+def test_tables_are_prefixed_and_created_on_first_use(store):
+    names = sa.inspect(store.engine).get_table_names(schema=store.schema)
+    assert sorted(names) == ["a2a_claims", "a2a_events", "a2a_leases", "a2a_push_targets",
+                             "a2a_tasks"]
+    assert all(name.startswith("a2a_") for name in sql_store.metadata.tables)
+
+
+def test_tables_made_by_create_all_serve_a_store_that_does_not_create_them(sql_url):
+    engine, schema = engine_for(sql_url)
+    with pytest.raises(StoreError):  # nothing there yet, and it may not create
+        bare = sql_store.SQLStore(engine, schema=schema, create_tables=False)
+        bare.load("t1")
+    sql_store.create_all(engine, schema)  # what a migration (or the app) does once
+    sql_store.create_all(engine, schema)  # and again: nothing happens
+    made = sql_store.SQLStore(engine, schema=schema, create_tables=False)
+    create(made, "t1")
+    assert made.load("t1").seq == 1
+    made.close()
+    engine.dispose()
+
+
+def test_many_stores_opening_at_once_create_the_tables_once(sql_url):
+    errors = []
+
+    def open_one():
+        try:
+            open_store(sql_url).close()
+        except Exception as exc:  # a race on CREATE TABLE would land here
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+
+
+# ================================================================ appends, not rewrites
+
+
+def test_an_event_appends_a_row_and_the_snapshot_is_rewritten_only_now_and_then(store):
+    create(store, "t1")
+    snapshots = set()
+    for i in range(40):
+        append(store, "t1", [user_turn("t1", str(i))])
+        (snap_seq, snapshot), = rows(store, f"SELECT snap_seq, snapshot FROM "
+                                            f"{table(store, 'a2a_tasks')} WHERE id='t1'")
+        snapshots.add(snapshot)
+        assert (i + 2) - snap_seq < sql_store.COMPACT_EVERY  # at most that many to fold
+    assert rows(store, f"SELECT COUNT(*) FROM {table(store, 'a2a_events')}")[0][0] == 41
+    # 41 events, 2 compactions (at 16 and 32) plus the first snapshot.
+    assert len(snapshots) == 3
+    record = store.load("t1")
+    assert record.seq == 41
+    assert [m.message_id for m in record.task.history] == ["t1-m0"] + [
+        f"msg-{i}" for i in range(40)]
+    append(store, "t1", [status_event("t1", TaskState.COMPLETED)])  # the end compacts
+    assert rows(store, f"SELECT snap_seq FROM {table(store, 'a2a_tasks')}")[0][0] == 42
+
+
+def test_a_history_trimmed_by_the_runtime_stays_trimmed_after_folding(store):
+    create(store, "t1")
+    for i in range(5):
+        record = store.load("t1")
+        event = user_turn("t1", str(i))
+        task = apply_event(record.task, event)
+        task = dataclasses.replace(task, history=task.history[-3:])  # max_history=3
+        store.append("t1", record.seq, [event], task)
+    assert [m.message_id for m in store.load("t1").task.history] == ["msg-2", "msg-3", "msg-4"]
+
+
+# ================================================================ pool
+
+
+def test_an_exhausted_pool_answers_store_unavailable_instead_of_hanging(sql_url):
+    joiner = "&" if "?" in sql_url else "?"
+    store = open_store(f"{sql_url}{joiner}pool_size=1&max_overflow=0&pool_timeout=0.3")
+    try:
+        create(store, "t1")
+        held = store.engine.connect()  # every connection of the pool is busy
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailable) as caught:
+            store.load("t1")
+        assert time.monotonic() - started < 5
+        assert "no database connection came free" in str(caught.value.__cause__)
+        held.close()
+        assert store.load("t1").seq == 1  # and it recovers at once
+    finally:
+        store.close()
+
+
+# ================================================================ wake-ups across hosts
+
+
+def test_postgresql_wakes_a_waiter_on_another_host_through_notify():
+    """Two stores with their own connections and listeners stand for two hosts: the
+    waiter on B is woken by NOTIFY (its own notifier never hears of A's write).
+    Prints the delay; the bound is the issue's 50 ms with a wide margin."""
+    sql_admin("postgresql")
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    url = sql_test_url("postgresql", name)
+    host_a, host_b = open_store(url), open_store(url)
+    try:
+        create(host_a, "t1")
+        host_b.wait("t1", 1, 0.01)  # starts B's listener
+        listener = host_b._ensure_listener()
+        assert listener is not None and listener.ready.wait(10)
+        delays = []
+        for seq in range(1, 21):
+            woke = []
+
+            def waiter(after=seq):
+                host_b.wait("t1", after, 5.0)
+                woke.append(time.monotonic())
+
+            thread = threading.Thread(target=waiter)
+            thread.start()
+            time.sleep(0.05)  # the waiter is asleep (its first read saw nothing new)
+            append(host_a, "t1", [user_turn("t1", str(seq))])
+            written = time.monotonic()
+            thread.join(10)
+            delays.append(woke[0] - written)
+        median, worst = statistics.median(delays), max(delays)
+        print(f"\nPostgreSQL cross-host wake-up: median {median * 1000:.1f} ms, "
+              f"max {worst * 1000:.1f} ms over {len(delays)}")
+        assert median < 0.25  # the issue asks for 50 ms; this only catches a lost wake-up
+    finally:
+        host_a.close()
+        host_b.close()
+        drop_sql_database("postgresql", name)

@@ -1,0 +1,197 @@
+"""The SQL store under real servers: ``gunicorn -k gevent -w 4`` on one database, and two
+gunicorn instances ("hosts") on one database, on PostgreSQL (LISTEN/NOTIFY) and on
+MariaDB (polling).
+
+The scenarios are those of tests/test_scale.py (the SQLite workers and the Redis
+hosts), run here on the SQL store: any worker answers for any task, streams on
+other workers and hosts see each event once in order, a cancel on host B stops
+the run on host A, SIGKILL of the runner fails its tasks through the lease and a
+resumed stream gets the rest exactly once; webhooks are delivered in order after
+a kill.  Plus the gevent check: a slow query through the store's engine holds its
+greenlet, not the worker.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import uuid
+from typing import Any, Dict
+
+import pytest
+import requests
+from flask import Flask, jsonify
+
+from . import test_scale as scale
+from .conftest import SQL_STORES, drop_sql_database, sql_test_url
+from .helpers import Server, WebhookReceiver
+from .test_push_server import CHUNKED_KINDS, env_for, kinds, send_chunked
+
+pytest.importorskip("sqlalchemy")
+
+#: How long the slow query sleeps, and the most a card may take meanwhile.
+SLOW_QUERY = 2.0
+CARD_BOUND = 1.0
+
+
+def sql_app() -> Flask:
+    """The scale-test app plus ``/slow-query``: a query that sleeps SLOW_QUERY seconds
+    in the database, run through the store's own engine (its pool and driver)."""
+    import sqlalchemy as sa
+
+    app = scale.scale_app()
+
+    @app.get("/slow-query")
+    def slow_query() -> Any:
+        store = app.extensions["a2a"]["a2a"].store
+        sleep = "SELECT pg_sleep(:s)" if store.postgres else "SELECT SLEEP(:s)"
+        started = time.monotonic()
+        with store.engine.connect() as conn:
+            conn.execute(sa.text(sleep), {"s": SLOW_QUERY})
+        return jsonify(seconds=time.monotonic() - started)
+
+    return app
+
+
+APP = "tests.test_sql_store_server:sql_app()"
+
+
+@pytest.fixture(scope="module")
+def scale_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("sqlscale")
+
+
+def database(kind: str):
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    return name, sql_test_url(kind, name)
+
+
+@pytest.fixture(scope="module", params=["postgresql"])
+def workers4(request):
+    """Four gevent workers on one database, 1 s cancel grace: ``(server, url, None)``.
+
+    PostgreSQL only, for the suite's time: on MariaDB the two-host tests below
+    already put every read, stream and cancel in another process than the runner."""
+    name, url = database(request.param)
+    server = scale.start_server(4, {"FLASK_A2A_STORE": url, "FLASK_A2A_CANCEL_GRACE": "1"}, APP)
+    yield server, url, None
+    server.stop()
+    drop_sql_database(request.param, name)
+
+
+@pytest.fixture(scope="module", params=SQL_STORES)
+def hosts(request):
+    """Two gunicorn instances (two hosts) of one worker on one database, 2 s lease:
+    ``(host A, host B, url)``."""
+    name, url = database(request.param)
+    env = {"FLASK_A2A_STORE": url, "FLASK_A2A_LEASE_TTL": str(scale.LEASE_TTL)}
+    host_a = scale.start_server(1, env, APP)
+    try:
+        host_b = scale.start_server(1, env, APP)
+    except BaseException:
+        host_a.stop()
+        raise
+    yield host_a, host_b, url
+    host_a.stop()
+    host_b.stop()
+    drop_sql_database(request.param, name)
+
+
+# ------------------------------------------------------------------ gevent
+
+
+def test_a_slow_query_does_not_hold_up_the_worker(hosts):
+    """One gevent worker: while a request waits SLOW_QUERY s on the database, the card
+    still answers at once (a blocking driver would make it wait the whole query)."""
+    host_a, _, _ = hosts
+    slow: Dict[str, Any] = {}
+
+    def run_slow() -> None:
+        response = requests.get(host_a.url + "/slow-query", timeout=30)
+        slow["status"], slow["seconds"] = response.status_code, response.json()["seconds"]
+
+    thread = threading.Thread(target=run_slow)
+    thread.start()
+    time.sleep(0.4)  # the query is under way
+    assert thread.is_alive()
+    started = time.monotonic()
+    card = requests.get(host_a.url + "/.well-known/agent-card.json", timeout=30)
+    card_seconds = time.monotonic() - started
+    thread.join(30)
+    print(f"\ncard during a {SLOW_QUERY}s query: {card_seconds * 1000:.0f} ms")
+    assert card.status_code == 200 and slow["status"] == 200
+    assert slow["seconds"] >= SLOW_QUERY * 0.9  # the database really slept
+    assert card_seconds < CARD_BOUND
+
+
+# ------------------------------------------------------------------ four workers
+
+
+def test_workers_see_one_task_by_get_list_and_last_event_id_replay(workers4):
+    scale.test_sqlite_workers_see_one_task_by_get_list_and_last_event_id_replay(workers4)
+
+
+def test_streams_on_every_other_worker_get_each_event_once_in_order(workers4, scale_dir):
+    scale.test_sqlite_streams_on_every_other_worker_get_each_event_of_the_runner_once_in_order(
+        workers4, scale_dir)
+
+
+def test_input_required_continues_on_another_worker_while_others_stream(workers4):
+    scale.test_sqlite_input_required_continues_on_another_worker_while_others_stream(workers4)
+
+
+# ------------------------------------------------------------------ two hosts
+
+
+def test_task_sent_to_host_a_is_read_listed_and_streamed_once_in_order_on_host_b(
+        hosts, scale_dir):
+    scale.test_redis_task_sent_to_host_a_is_read_listed_and_streamed_once_in_order_on_host_b(
+        hosts, scale_dir)
+
+
+def test_cancel_on_host_b_stops_the_run_on_host_a(hosts, scale_dir):
+    scale.test_redis_cancel_on_host_b_stops_the_run_on_host_a(hosts, scale_dir)
+
+
+def test_task_paused_on_host_a_continues_on_host_b(hosts):
+    scale.test_redis_task_paused_on_host_a_continues_on_host_b(hosts)
+
+
+def test_sigkill_of_host_a_worker_loses_no_task_and_host_b_resumes_exactly_once(hosts):
+    scale.test_redis_sigkill_of_host_a_worker_loses_no_task_and_host_b_resumes_exactly_once(
+        hosts)
+
+
+# ------------------------------------------------------------------ push after a kill
+
+
+@pytest.mark.parametrize("kind", SQL_STORES)
+def test_deliveries_resume_in_order_on_another_host_after_a_kill(kind):
+    name, url = database(kind)
+    try:
+        with WebhookReceiver(default=503) as receiver:
+            first = Server("examples.conformance_agent:app", env=env_for(url))
+            try:
+                task_id = send_chunked(first, receiver.hook())
+                deadline = time.monotonic() + 15
+                while len(receiver.attempts) < 2:  # it tried, and is retrying
+                    assert time.monotonic() < deadline
+                    time.sleep(0.05)
+            finally:
+                os.killpg(first.proc.pid, signal.SIGKILL)  # no goodbye: its claim stays
+                first.proc.wait(10)
+                first.stop()
+            assert receiver.received == []
+            receiver.default = 200
+            with Server("examples.conformance_agent:app", env=env_for(url)):
+                pushes = receiver.wait_for(lambda got: len(got) >= len(CHUNKED_KINDS),
+                                           timeout=30)
+                time.sleep(0.5)  # and nothing more comes
+                assert len(receiver.received) == len(CHUNKED_KINDS)
+        assert kinds(pushes, task_id) == CHUNKED_KINDS
+        texts = [p["json"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+                 for p in pushes if "artifactUpdate" in p["json"]]
+        assert texts == ["chunk-1 ", "chunk-2"]
+    finally:
+        drop_sql_database(kind, name)

@@ -1,0 +1,96 @@
+"""File store paths (``A2A_STORE=sqlite:///...`` or ``shelve:///...``): missing
+folders are created (and logged); a path that cannot be created or written
+stops ``init_app`` with a message naming it."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from typing import List
+
+import pytest
+from flask import Flask
+
+from a2a_flask import A2A
+from a2a_flask.stores import StoreError
+
+from .conftest import echo, make_card
+from .helpers import ROOT
+
+SCHEMES = ("sqlite", "shelve")
+
+
+def init(url: str) -> None:
+    app = Flask("store_paths")
+    app.config["A2A_STORE"] = url
+    A2A(app, card=make_card(), executor=echo)
+    app.extensions["a2a"]["a2a"].close()
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_missing_folders_are_created_and_said(scheme, tmp_path, caplog):
+    path = tmp_path / "not" / "yet" / "tasks"
+    with caplog.at_level(logging.WARNING, logger="a2a_flask"):
+        init(f"{scheme}://{path}")
+    assert path.parent.is_dir()
+    assert f"created the folder {path.parent}" in caplog.text
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_folder_that_cannot_be_created_stops_init_app(scheme, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for path in (blocker / "sub" / "tasks", "/proc/a2a-no-such/tasks"):
+        with pytest.raises(StoreError) as caught:
+            init(f"{scheme}://{path}")
+        assert str(caught.value).startswith(f"cannot open {scheme} store at {path}: "
+                                            "cannot create the folder ")
+
+
+def test_a_folder_in_place_of_the_file_stops_init_app(tmp_path):
+    (tmp_path / "tasks.db").mkdir()
+    with pytest.raises(StoreError, match=f"{tmp_path}/tasks.db is a folder"):
+        init(f"sqlite://{tmp_path}/tasks.db")
+    (tmp_path / "shelf.dat").mkdir()
+    with pytest.raises(StoreError, match=f"{tmp_path}/shelf.dat is a folder"):
+        init(f"shelve://{tmp_path}/shelf")
+
+
+def unprivileged() -> List[str]:
+    """A command prefix under which file permissions apply (root ignores them)."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv: permissions cannot be enforced")
+    return [setpriv, "--inh-caps=-all", "--ambient-caps=-all",
+            "--bounding-set=-dac_override,-dac_read_search", "--reuid=0", "--"]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_a_read_only_folder_or_file_stops_the_app_from_the_environment(scheme, tmp_path):
+    """As a user would: the example app, the store set by FLASK_A2A_STORE."""
+    prefix = unprivileged()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    writable = tmp_path / "open"
+    writable.mkdir()
+    existing = writable / "tasks"
+    init(f"{scheme}://{existing}")  # create the store's files, then make them read-only
+    for name in os.listdir(writable):
+        os.chmod(writable / name, 0o444)
+    os.chmod(locked, 0o555)
+    try:
+        for path, says in ((locked / "tasks", f"cannot write in the folder {locked}"),
+                           (existing, "is not readable and writable")):
+            env = dict(os.environ, FLASK_A2A_STORE=f"{scheme}://{path}")
+            result = subprocess.run(prefix + [sys.executable, "-c", "import examples.echo_agent"],
+                                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+            assert result.returncode != 0
+            last = result.stderr.strip().splitlines()[-1]
+            assert last.startswith("a2a_flask.stores.base.StoreError: "), result.stderr
+            assert str(path) in last and says in last, last
+    finally:
+        os.chmod(locked, 0o755)
