@@ -151,3 +151,57 @@ def test_two_names_on_one_address_get_their_own_tls_pools(localhost_pki: SimpleN
             with pytest.raises(Exception, match="TLS error"):
                 transport.post(f"https://other.test:{port}/", b"{}", {})
     assert vetted == [f"{NAME}:{port}"]
+
+
+def _read_request(conn: socket.socket) -> bytes:
+    """One HTTP request off ``conn`` (head and Content-Length body); b"" if it closed."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return b""
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(body) < length:
+        body += conn.recv(65536)
+    return head
+
+
+def test_a_keep_alive_connection_closed_as_it_is_reused_costs_no_failed_push() -> None:
+    """The receiver closes its idle connection just as the next push arrives on it
+    (the request is read, no answer comes): the push goes again on a new connection."""
+    no_answer = b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n"
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(10)
+    port = listener.getsockname()[1]
+    connections: List[int] = []
+
+    def serve() -> None:
+        first, _ = listener.accept()
+        with first:
+            first.settimeout(10)
+            _read_request(first)
+            first.sendall(no_answer)
+            connections.append(1)
+            _read_request(first)  # the second push, on the kept-alive connection: dropped
+        second, _ = listener.accept()
+        with second:
+            second.settimeout(10)
+            _read_request(second)
+            second.sendall(no_answer)
+            connections.append(2)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        with WebhookTransport(WebhookPolicy(allowed_hosts=("127.0.0.1",)),
+                              timeout=(2.0, 5.0)) as transport:
+            url = f"http://127.0.0.1:{port}/hook"
+            assert transport.post(url, b"{}", {}).status == 204
+            assert transport.post(url, b"{}", {}).status == 204  # no WebhookDeliveryError
+    finally:
+        thread.join(10)
+        listener.close()
+    assert connections == [1, 2], versions()

@@ -5,6 +5,7 @@ Imported on the first push, not with the package: requests, urllib3 and
 """
 from __future__ import annotations
 
+import http.client
 from http.cookiejar import DefaultCookiePolicy
 from typing import Any, Optional, Tuple
 from urllib.parse import urlsplit
@@ -13,7 +14,7 @@ import requests
 from requests.adapters import HTTPAdapter
 from requests.cookies import RequestsCookieJar
 # urllib3 is requests' own transport (a hard dependency of requests).
-from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import NewConnectionError, ProtocolError
 
 #: The attribute on a PreparedRequest naming the vetted address its URL must carry.
 _PIN = "_a2a_pinned_address"
@@ -72,6 +73,15 @@ def _is_connect_failure(exc: requests.RequestException) -> bool:
         reason = getattr(exc.args[0], "reason", None) if exc.args else None
         return isinstance(reason, NewConnectionError)
     return False
+
+
+def _is_dropped_connection(exc: requests.RequestException) -> bool:
+    """True when the connection closed before any answer: a pooled keep-alive
+    connection the receiver closed just as it was reused looks like this."""
+    cause = exc.args[0] if isinstance(exc, requests.ConnectionError) and exc.args else None
+    return isinstance(cause, ProtocolError) and any(
+        isinstance(arg, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError,
+                         http.client.RemoteDisconnected)) for arg in cause.args)
 
 
 def pinned_session(user_agent: str) -> Tuple[requests.Session, _PinnedAdapter]:

@@ -195,7 +195,7 @@ class WebhookTransport:
         """
         import requests
 
-        from .pinned import _PIN, _is_connect_failure
+        from .pinned import _PIN, _is_connect_failure, _is_dropped_connection
 
         started = time.monotonic()
         destination = self.policy.check(url)
@@ -213,9 +213,18 @@ class WebhookTransport:
             prepared.url = _pinned_url(named_url, address, destination.port)
             setattr(prepared, _PIN, address)
             try:
-                # The adapter directly: no session redirect, cookie or proxy logic on the way.
-                response = adapter.send(prepared, stream=True, timeout=self.timeout,
-                                        verify=self.verify, proxies={})
+                try:
+                    # The adapter directly: no session redirect, cookie or proxy logic on the way.
+                    response = adapter.send(prepared, stream=True, timeout=self.timeout,
+                                            verify=self.verify, proxies={})
+                except requests.RequestException as exc:
+                    if not _is_dropped_connection(exc):
+                        raise
+                    # The receiver closed a pooled keep-alive connection as we reused it
+                    # (a race no pool check can close): once more, on a new connection,
+                    # rather than a failed attempt and a retry after the backoff.
+                    response = adapter.send(prepared, stream=True, timeout=self.timeout,
+                                            verify=self.verify, proxies={})
             except requests.RequestException as exc:
                 if _is_connect_failure(exc):
                     failures.append(f"{address}: {self._describe(exc)}")
