@@ -25,7 +25,7 @@ case "$WHEEL" in *"a2a_flask-$VERSION-py3-none-any.whl") ;; *) fail "unexpected 
 
 # The sdist can rebuild everything and run the suite: tests, schemas, seeds, examples, docs.
 SDIST_FILES=$(tar -tzf "$SDIST")
-for f in CHANGELOG.rst README.rst setup.cfg MANIFEST.in tests/conftest.py tests/helpers.py \
+for f in CHANGELOG.rst LICENSE README.rst setup.cfg MANIFEST.in tests/conftest.py tests/helpers.py \
          tests/schemas/README.rst tests/schemas/v0.1/a2a.schema.json tests/schemas/v0.2/a2a.schema.json \
          tests/schemas/v0.3/a2a.schema.json tests/schemas/v1.0/a2a.schema.json tests/schemas/v1.0/a2a.proto \
          examples/echo_agent.py docs/conf.py docs/index.rst a2a_flask/py.typed \
@@ -53,6 +53,8 @@ venv = os.path.realpath(sys.argv[1])
 where = os.path.realpath(a2a_flask.__file__)
 assert where.startswith(venv + os.sep), f"a2a_flask imported from {where}, not the venv"
 assert importlib.metadata.version("a2a-flask") == a2a_flask.__version__
+assert "LICENSE" in (importlib.metadata.metadata("a2a-flask").get_all("License-File") or []), \
+    "the wheel carries no LICENSE"
 root = files("a2a_flask")
 for name in ("py.typed", "web/inspector/static/inspector.js", "web/inspector/static/inspector.css",
              "web/inspector/static/favicon.svg", "web/inspector/templates/a2a_inspector/index.html"):

@@ -13,7 +13,7 @@ The client reads 1.0, 0.3 and 0.1 agent cards, speaks A2A 1.0 (JSON-RPC or
 HTTP+JSON) and falls back to 0.3 or 0.1 JSON-RPC, always returning the 1.0
 models of :mod:`a2a_flask.protocol.models`.  Errors are :class:`A2AClientError` subclasses.
 """
-from .card import fetch_card, read_card
+from .card import NoAgentError, fetch_card, read_card
 from .client import A2AClient, parse_state
 from .errors import (
     A2AClientError,
@@ -58,6 +58,7 @@ __all__ = [
     "data_part",
     "artifact_text",
     "A2AClientError",
+    "NoAgentError",
     "A2AConnectionError",
     "A2ATimeoutError",
     "A2AHTTPError",
