@@ -398,6 +398,34 @@ def test_push_progress_and_backlog(store):
     assert store.push_targets("t2") == [] and store.push_backlog() == []
 
 
+def test_redis_sweeps_only_tasks_that_may_still_owe_a_push(tmp_path):
+    """A finished task whose webhooks had everything leaves the set the sweep reads:
+    the sweep's cost follows the tasks in flight, not every task ever pushed."""
+    store = open_store("redis", str(tmp_path / "tasks"))
+    try:
+        def swept() -> Set[str]:
+            return {i.decode() for i in store._redis.smembers(store._pushing)}
+
+        for task_id in ("done", "running", "owed", "gave-up"):
+            create(store, task_id)
+            store.put_push_target(task_id, target("a"))
+        append(store, "running", [status_event("running", S.WORKING)])
+        for task_id in ("done", "owed", "gave-up"):
+            append(store, task_id, [status_event(task_id, S.COMPLETED)])
+        store.record_push_progress("done", "a", 2, 0, False)
+        store.record_push_progress("running", "a", 2, 0, False)
+        store.record_push_progress("gave-up", "a", 1, 8, True)
+        assert store.push_backlog() == ["owed"]
+        assert swept() == {"running", "owed"}  # running: more events may come
+        store.put_push_target("done", target("b"))  # a webhook on a finished task: owed again
+        assert sorted(store.push_backlog()) == ["done", "owed"]
+        store.record_push_progress("done", "b", 2, 0, False)
+        store.record_push_progress("owed", "a", 2, 0, False)
+        assert store.push_backlog() == [] and swept() == {"running"}
+    finally:
+        store.close()
+
+
 def test_claims(store):
     assert store.claim("push:t1", "worker-a", 5.0)
     assert store.claim("push:t1", "worker-a", 5.0)  # renewing our own

@@ -9,7 +9,8 @@ Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 ``{p}:push:{id}``   hash: ``c:<config id>`` -> the webhook (JSON), ``d:<config id>`` -> its
                     delivery cursor ("delivered_seq failures gave_up")
 ``{p}:pushorder:{id}``  sorted set: config ids in creation order
-``{p}:pushing``     set: tasks that have webhooks (to find delivery backlogs)
+``{p}:pushing``     set: tasks whose webhooks may still owe a push (the sweep reads
+                    these; a finished task leaves once every webhook has had all)
 ``{p}:claim:{key}`` string: who does a job (a task's deliveries), with a Redis expiry
 ``{p}:lease:{id}``  string: the runner, with a Redis expiry (renewed by the runner)
 ``{p}:running``     set: tasks that have a runner (to find expired leases)
@@ -152,6 +153,29 @@ return redis.call('HSET', KEYS[1], 'd:' .. ARGV[1], ARGV[2])
 """
 
 
+# KEYS: task, push, pushing set.  ARGV: task id, then the terminal states.  A task
+# that is gone, has no webhook left, or is finished with every webhook served (or
+# given up) leaves the pushing set: the sweep reads only tasks that may still owe
+# a push.  One script: a webhook registered meanwhile (one MULTI) is seen.
+_SETTLE = """
+local fields = redis.call('HGETALL', KEYS[2])
+local seq = redis.call('HGET', KEYS[1], 'seq')
+if seq and #fields > 0 then
+  local state = redis.call('HGET', KEYS[1], 'state')
+  local finished = false
+  for i = 2, #ARGV do if state == ARGV[i] then finished = true end end
+  if not finished then return 0 end
+  for i = 1, #fields, 2 do
+    if string.sub(fields[i], 1, 2) == 'd:' then
+      local delivered, gave_up = string.match(fields[i + 1], '^(%d+) %d+ (%d)$')
+      if gave_up ~= '1' and tonumber(delivered) < tonumber(seq) then return 0 end
+    end
+  end
+end
+return redis.call('SREM', KEYS[3], ARGV[1])
+"""
+
+
 def _cursor(target: PushTarget) -> str:
     return f"{target.delivered_seq} {target.failures} {int(target.gave_up)}"
 
@@ -190,6 +214,7 @@ class RedisStore(TaskStore):
         self._claim = self._redis.register_script(_CLAIM)
         self._unclaim = self._redis.register_script(_UNCLAIM)
         self._progress = self._redis.register_script(_PROGRESS)
+        self._settle = self._redis.register_script(_SETTLE)
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
@@ -408,20 +433,25 @@ class RedisStore(TaskStore):
             return []
         pipe = self._redis.pipeline(transaction=False)
         for task_id in task_ids:
-            pipe.hget(self._key("task", task_id), "seq")
+            pipe.hmget(self._key("task", task_id), "seq", "state")
             pipe.hgetall(self._key("push", task_id))
         answers = pipe.execute()
-        behind, gone = [], []
-        for task_id, seq, fields in zip(task_ids, answers[::2], answers[1::2]):
-            if seq is None or not fields:  # expired or purged, or no webhook left
-                gone.append(task_id)
-                continue
+        behind, settled = [], []
+        for task_id, (seq, state), fields in zip(task_ids, answers[::2], answers[1::2]):
             targets = [self._target(fields, key[2:].decode()) for key in fields
                        if key.startswith(b"c:")]
-            if any(t is not None and is_behind(t, int(seq)) for t in targets):
+            if seq is not None and any(t is not None and is_behind(t, int(seq))
+                                       for t in targets):
                 behind.append(task_id)
-        if gone:
-            self._redis.srem(self._pushing, *gone)
+            elif seq is None or not targets or state.decode() in _TERMINAL:
+                settled.append(task_id)  # gone, no webhook left, or owes nothing more
+        if settled:
+            # The script re-checks each one: the sweep's read may be stale by now.
+            pipe = self._redis.pipeline(transaction=False)
+            for task_id in settled:
+                self._settle(keys=[self._key("task", task_id), self._key("push", task_id),
+                                   self._pushing], args=[task_id, *_TERMINAL], client=pipe)
+            pipe.execute()
         return behind
 
     # ------------------------------------------------------------ claims
