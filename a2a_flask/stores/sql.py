@@ -96,7 +96,8 @@ def is_sql_url(scheme: str) -> bool:
 def open_sql_store(url: str) -> "SQLStore":
     """A store on the database a URL names, with an engine of its own.
 
-    ``postgresql://`` picks pg8000, ``mysql://`` and ``mariadb://`` PyMySQL; a
+    ``postgresql://`` picks psycopg 3 (pg8000 if psycopg is not installed),
+    ``mysql://`` and ``mariadb://`` PyMySQL; a
     URL naming its driver (``postgresql+psycopg2://``) keeps it.  Our query
     parameters: ``schema`` (PostgreSQL), ``pool_size``, ``max_overflow``,
     ``pool_timeout``; the rest go to the driver.
