@@ -81,6 +81,24 @@ def send(signal: NamedSignal, sender: Any, **kwargs: Any) -> None:
             log.exception("a receiver of the %s signal failed: %r", signal.name, receiver)
 
 
-__all__ = ["push_failed", "push_sent", "request_handled", "send", "store_error",
+#: The method of a metrics backend that receives each signal (see :func:`connect_methods`).
+_METHODS = {request_handled: "on_request", task_created: "on_created",
+            task_state_changed: "on_state", stream_opened: "on_open",
+            stream_closed: "on_close", push_sent: "on_sent", push_failed: "on_failed",
+            store_error: "on_store_error"}
+
+
+def connect_methods(backend: Any) -> None:
+    """Connect each signal to the ``backend``'s method for it, where it has one
+    (``on_request``, ``on_created``, ``on_state``, ``on_open``, ``on_close``,
+    ``on_sent``, ``on_failed``, ``on_store_error``).  Strong references: a
+    backend lives as long as the process."""
+    for signal, name in _METHODS.items():
+        method = getattr(backend, name, None)
+        if method is not None:
+            signal.connect(method, weak=False)
+
+
+__all__ = ["connect_methods", "push_failed", "push_sent", "request_handled", "send", "store_error",
            "stream_closed", "stream_opened", "task_created", "task_finished",
            "task_state_changed"]

@@ -7,6 +7,8 @@ gunicorn and restarts.  The guard and the transport have their own tests.
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
 import time
 from typing import Any, Dict, List
 
@@ -564,3 +566,26 @@ def test_a_pass_that_lost_its_claim_stops_sending():
     # Claimed, renewed once in the loop, then refused on the next renewal mid-pass.
     assert 0 < len(transport.bodies) < 13
     assert store.push_targets("t1")[0].delivered_seq == len(transport.bodies)
+
+
+_START_UP = """
+import sys
+from flask import Flask
+from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill
+card = AgentCard(name="p", description="p", version="1", skills=[
+    AgentSkill(id="s", name="s", description="s", tags=["s"])],
+    capabilities=AgentCapabilities(push_notifications=PUSH))
+before = "requests" in sys.modules
+A2A(Flask("p"), card=card, executor=lambda ctx: "ok")
+print(before, "requests" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("push, imported", [(True, "True"), (False, "False")])
+def test_an_agent_that_pushes_imports_requests_at_start_up_not_on_its_first_push(push, imported):
+    """Imported on the first push, requests would hold a serving gevent worker's hub
+    for the whole import; an agent that never pushes does not pay for it at all."""
+    code = _START_UP.replace("PUSH", str(push))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split()
+    assert out == ["False", imported]

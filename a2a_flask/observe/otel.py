@@ -230,13 +230,7 @@ class _Meters:
             "a2a.streams.open", description="Open SSE streams")
         self.pushes = meter.create_counter(
             "a2a.push.attempts", description="Webhook delivery attempts by outcome")
-        signals.request_handled.connect(self.on_request, weak=False)
-        signals.task_created.connect(self.on_created, weak=False)
-        signals.task_state_changed.connect(self.on_state, weak=False)
-        signals.stream_opened.connect(self.on_open, weak=False)
-        signals.stream_closed.connect(self.on_close, weak=False)
-        signals.push_sent.connect(self.on_sent, weak=False)
-        signals.push_failed.connect(self.on_failed, weak=False)
+        signals.connect_methods(self)
 
     def on_request(self, _: Any, **kw: Any) -> None:
         self.duration.record(kw["duration"], {"rpc.system": kw["binding"],

@@ -53,15 +53,7 @@ class Metrics:
         # label values are bounded: methods and codes the server knows, task states).
         self._by_call: Dict[Tuple[str, str, str, int], Tuple[Any, Any]] = {}
         self._by_state: Dict[Any, Any] = {}
-        # Strong references: the receivers live as long as the process.
-        signals.request_handled.connect(self.on_request, weak=False)
-        signals.task_created.connect(self.on_created, weak=False)
-        signals.task_state_changed.connect(self.on_state, weak=False)
-        signals.stream_opened.connect(self.on_open, weak=False)
-        signals.stream_closed.connect(self.on_close, weak=False)
-        signals.push_sent.connect(self.on_sent, weak=False)
-        signals.push_failed.connect(self.on_failed, weak=False)
-        signals.store_error.connect(self.on_store_error, weak=False)
+        signals.connect_methods(self)
 
     def on_request(self, _: Any, *, binding: str, version: str, method: str, code: int,
                    duration: float, **__: Any) -> None:

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
     from .pinned import _PinnedAdapter
 
-# requests (and urllib3, http.cookiejar) are imported on the first push, from
-# .pinned: they are a third of ``import a2a_flask``, and most agents never push.
+# requests (and urllib3, http.cookiejar) are imported by prepare() or the first push,
+# from .pinned: they are a third of ``import a2a_flask``, and most agents never push.
 #: TLS adapters kept (one per webhook host name); the least recently used is closed.
 MAX_TLS_HOSTS = 64
 #: At most this many of a name's addresses are tried, so that a long DNS answer
@@ -165,6 +165,14 @@ class WebhookTransport:
 
                 self._built = pinned_session(self.user_agent)
             return self._built
+
+    def prepare(self) -> None:
+        """Import requests and build the session now (call it at start-up).
+
+        Left to the first push, the import (100 ms and more) would hold a gevent
+        worker's hub while it serves: every request and stream would wait.
+        """
+        self._build()
 
     @property
     def _session(self) -> requests.Session:

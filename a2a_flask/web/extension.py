@@ -224,6 +224,7 @@ class A2A:
         runtime = service.runtime
         transport = WebhookTransport(
             policy, timeout=(min(5.0, settings.push_timeout), settings.push_timeout))
+        transport.prepare()  # not on the first push, in a serving worker
         signer = None
         if settings.push_signing_key is not None:
             from ..signing.pushes import PushSigner
