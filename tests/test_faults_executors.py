@@ -142,5 +142,11 @@ def test_only_a_blocked_stack_through_our_code_fails_a_test():
                "    sock.sendall(data)\n")
     spinning = starved + ('  File "/src/a2a_flask/push/delivery.py", line 150, in _deliver\n'
                           "    self._deliver_entries(task_id, due)\n")
+    loading = ("Greenlet <...> appears to be blocked\nBlocked Stack (for thread id 0x1):\n"
+               '  File "/venv/lib/python3.11/site-packages/gunicorn/workers/base.py", '
+               "line 150, in load_wsgi\n    self.wsgi = self.app.wsgi()\n"
+               '  File "/src/a2a_flask/web/extension.py", line 202, in init_app\n'
+               "    app.register_blueprint(self._blueprint(state))\n")
     assert not blocked_in_our_code(starved)
     assert blocked_in_our_code(spinning)
+    assert not blocked_in_our_code(loading)  # before the worker's first connection
