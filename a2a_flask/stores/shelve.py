@@ -2,8 +2,10 @@
 
 The file is an append-only log of checksummed JSON records
 (:mod:`~a2a_flask.stores.recordlog`): a task's creation or append is one
-record holding its new events and its new snapshot, so it is all there or
-not at all.  Each process keeps an index in memory (where each task's
+record holding its new events, and its new snapshot when
+:func:`~.base.snapshot_due` says so (a streamed chunk is logged alone, so an
+event costs the same at any task length; a load folds the events logged
+since the last snapshot).  A record is all there or not at all.  Each process keeps an index in memory (where each task's
 records lie, plus what ListTasks filters and sorts on, webhooks, leases and
 claims) and catches up before every call by reading only the records other
 processes appended since its last look: a call costs the same with ten tasks
@@ -45,8 +47,10 @@ from .base import (
     TaskStore,
     decode_page_token,
     encode_page_token,
+    fold,
     is_behind,
     outages_as_unavailable,
+    snapshot_due,
 )
 from .recordlog import Flusher, LockTimeout, RecordLog
 from .serial import dumps, event_body, event_from_body
@@ -63,19 +67,24 @@ OLD_SUFFIXES = (".dir", ".dat", ".bak")
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 T = TypeVar("T")
 Ref = Tuple[int, int]  # (offset, length) of a record's payload in the log
+#: A task as read under the index lock: (tenant, owner, dialect, created_at, seq,
+#: snapshot's seq), the snapshot's record, the records of the events logged since.
+_Found = Tuple[Tuple[str, str, str, str, int, int], bytes, List[bytes]]
 
 
 class _Task:
     """What the index knows about a task without reading the log."""
 
     __slots__ = ("tenant", "owner", "dialect", "created_at", "context_id", "state",
-                 "updated_at", "seq", "snapshot", "lasts", "refs")
+                 "updated_at", "seq", "snapshot", "snap_seq", "lasts", "refs")
 
     def __init__(self, meta: List[str]) -> None:
         self.tenant, self.owner, self.dialect, self.created_at = meta
         self.context_id = self.state = self.updated_at = ""
         self.seq = 0
+        #: The record holding the latest stored snapshot, and the last event it includes.
         self.snapshot: Ref = (0, 0)
+        self.snap_seq = 0
         #: For each record holding this task's events: its last sequence number and where it is.
         self.lasts: List[int] = []
         self.refs: List[Ref] = []
@@ -174,7 +183,8 @@ class ShelveStore(TaskStore):
             self._unorder(task_id, entry)
         entry.context_id, entry.state, entry.updated_at = rec["cx"], rec["st"], rec["up"]
         entry.seq = rec["seq"]
-        entry.snapshot = ref
+        if "task" in rec:  # "ss": a compacted record's snapshot may predate its last events
+            entry.snapshot, entry.snap_seq = ref, rec.get("ss", rec["seq"])
         if rec["ev"]:
             entry.lasts.append(rec["ev"][-1][0])
             entry.refs.append(ref)
@@ -238,17 +248,23 @@ class ShelveStore(TaskStore):
         return self._log.read(*ref)
 
     @staticmethod
-    def _record(meta: Tuple[str, str, str, str, int], payload: bytes) -> TaskRecord:
-        tenant, owner, dialect, created_at, seq = meta
-        task = decode(Task, json.loads(payload)["task"])
-        return TaskRecord(task, seq, tenant, owner, dialect, created_at)
+    def _record(found: "_Found") -> TaskRecord:
+        """The record of a task: its snapshot with the events logged since folded in."""
+        (tenant, owner, dialect, created_at, seq, snap_seq), snapshot, tail = found
+        task = decode(Task, json.loads(snapshot)["task"])
+        later = (event_from_body(body) for payload in tail
+                 for event_seq, body in json.loads(payload)["ev"] if event_seq > snap_seq)
+        return TaskRecord(fold(task, later), seq, tenant, owner, dialect, created_at)
 
-    def _snapshot_of(self, task_id: str) -> Optional[Tuple[Tuple[str, str, str, str, int], bytes]]:
+    def _snapshot_of(self, task_id: str) -> Optional["_Found"]:
+        """What :meth:`_record` needs, read under the index lock (records never change)."""
         entry = self._tasks.get(task_id)
         if entry is None:
             return None
-        meta = (entry.tenant, entry.owner, entry.dialect, entry.created_at, entry.seq)
-        return meta, self._payload(entry.snapshot)
+        meta = (entry.tenant, entry.owner, entry.dialect, entry.created_at, entry.seq,
+                entry.snap_seq)
+        since = bisect.bisect_right(entry.lasts, entry.snap_seq)
+        return meta, self._payload(entry.snapshot), [self._payload(r) for r in entry.refs[since:]]
 
     # ------------------------------------------------------------ tasks and logs
 
@@ -268,7 +284,7 @@ class ShelveStore(TaskStore):
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         found = self._read(lambda: self._snapshot_of(task_id))
-        return None if found is None else self._record(*found)
+        return None if found is None else self._record(found)
 
     def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
         def build() -> Tuple[List[Dict[str, Any]], int]:
@@ -277,7 +293,8 @@ class ShelveStore(TaskStore):
                 raise SequenceConflict(task_id)
             numbered = [(expected_seq + i, event_body(e)) for i, e in enumerate(events, 1)]
             seq = expected_seq + len(events)
-            return [_task_record(task, seq, numbered, entry.created_at)], seq
+            return [_task_record(task, seq, numbered, entry.created_at,
+                                 snapshot=snapshot_due(entry.snap_seq, seq, events))], seq
 
         seq: int = self._write(build)
         self._notifier.notify(task_id)
@@ -309,7 +326,7 @@ class ShelveStore(TaskStore):
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_page_token(query.page_token) if query.page_token else None
         found = self._read(lambda: self._page(query, cursor))
-        records = [self._record(meta, payload) for meta, payload in found[0]]
+        records = [self._record(each) for each in found[0]]
         more = found[2]
         return TaskPage(records, found[1], encode_page_token(records[-1]) if more else "")
 
@@ -450,7 +467,8 @@ class ShelveStore(TaskStore):
                 events.extend(rec["ev"])
             snapshot = json.loads(self._payload(entry.snapshot))["task"]
             yield dumps({"k": "t", "id": task_id, "seq": entry.seq, "ev": events,
-                         "task": snapshot, "cx": entry.context_id, "st": entry.state,
+                         "task": snapshot, "ss": entry.snap_seq,
+                         "cx": entry.context_id, "st": entry.state,
                          "up": entry.updated_at,
                          "meta": [entry.tenant, entry.owner, entry.dialect,
                                   entry.created_at]}).encode()
@@ -503,10 +521,13 @@ class ShelveStore(TaskStore):
 
 
 def _task_record(task: Task, seq: int, events: List[Tuple[int, Any]],
-                 created_at: str) -> Dict[str, Any]:
-    return {"k": "t", "id": task.id, "seq": seq, "ev": events, "task": encode(task),
-            "cx": task.context_id, "st": task.status.state.value,
-            "up": task.status.timestamp or created_at}
+                 created_at: str, *, snapshot: bool = True) -> Dict[str, Any]:
+    rec = {"k": "t", "id": task.id, "seq": seq, "ev": events,
+           "cx": task.context_id, "st": task.status.state.value,
+           "up": task.status.timestamp or created_at}
+    if snapshot:
+        rec["task"] = encode(task)
+    return rec
 
 
 def _read_old_shelf(path: str) -> List[Dict[str, Any]]:
