@@ -419,7 +419,8 @@ class Runtime:
         except StoreUnavailable:
             pass  # logged by the store; the lease expires, the reaper finds a finished task
         except Exception:  # the lease then expires; the reaper finds a finished task
-            log.exception("could not release the lease of task %s", task_id)
+            if not self.store.closed:  # closed meanwhile (shutting down): nothing to say
+                log.exception("could not release the lease of task %s", task_id)
 
     # -- the keeper: leases, remote cancels, orphans, retention
 

@@ -34,7 +34,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 from ..concurrency import Notifier, cooperate
 from ..protocol.codec import decode, encode
-from ..protocol.models import TERMINAL_STATES, Task, TaskPushNotificationConfig
+from ..protocol.models import TERMINAL_STATES, Task, TaskPushNotificationConfig, TaskState
 from ..protocol.events import Event
 from .base import (
     LogEntry,
@@ -299,6 +299,13 @@ class ShelveStore(TaskStore):
         seq: int = self._write(build)
         self._notifier.notify(task_id)
         return seq
+
+    def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
+        def look() -> Optional[Tuple[int, TaskState]]:
+            entry = self._tasks.get(task_id)
+            return None if entry is None else (entry.seq, TaskState(entry.state))
+
+        return self._read(look)
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         def payloads() -> List[bytes]:

@@ -41,7 +41,7 @@ from sqlalchemy.engine import Connection, Engine, Row
 
 from ..concurrency import Notifier, Worker
 from ..protocol.events import Event, apply_event
-from ..protocol.models import TERMINAL_STATES, Task
+from ..protocol.models import TERMINAL_STATES, Task, TaskState
 from .base import (
     LogEntry,
     PushTarget,
@@ -429,6 +429,12 @@ class SQLStore(TaskStore):
                 self._send_notify(conn, task_id, seq, state.terminal)
         self._woken(task_id, seq, state.terminal)
         return seq
+
+    def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
+        t = self.tasks.c
+        with self._connect() as conn:
+            row = conn.execute(sa.select(t.seq, t.state).where(t.id == task_id)).first()
+        return None if row is None else (row.seq, TaskState(row.state))
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         e = self.events.c
