@@ -199,6 +199,23 @@ def test_a_history_trimmed_by_the_runtime_stays_trimmed_after_folding(store):
 # ================================================================ pool
 
 
+def test_new_mysql_connections_share_one_tls_context_built_at_start():
+    """PyMySQL builds a TLS context (loading the system CAs, 40 ms and more) for
+    each connection it opens; in a gevent worker that held the hub every time the
+    pool grew.  The store builds one when it opens and every connection reuses it."""
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    store = open_store(sql_test_url("mariadb", name))
+    try:
+        first, second = store.engine.connect(), store.engine.connect()  # two new ones
+        contexts = [c.connection.dbapi_connection.ctx for c in (first, second)]
+        first.close()
+        second.close()
+        assert contexts[0] is not None and contexts[0] is contexts[1]
+    finally:
+        store.close()
+        drop_sql_database("mariadb", name)
+
+
 def test_an_exhausted_pool_answers_store_unavailable_instead_of_hanging(sql_url):
     joiner = "&" if "?" in sql_url else "?"
     store = open_store(f"{sql_url}{joiner}pool_size=1&max_overflow=0&pool_timeout=0.3")
