@@ -49,6 +49,24 @@ def test_a_folder_that_cannot_be_created_stops_init_app(scheme, tmp_path):
                                             "cannot create the folder ")
 
 
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_workers_creating_the_folder_at_once_all_start(scheme, tmp_path, monkeypatch):
+    """gunicorn -w 4 on a fresh path: every worker sees no folder, one makes it, the
+    others' makedirs find it made.  Each must start (one failing stopped the master)."""
+    from a2a_flask import stores
+
+    folder = tmp_path / "fresh"
+    real_makedirs = os.makedirs
+
+    def made_by_another_worker_first(name, *args, **kwargs):
+        real_makedirs(name, *args, **kwargs)  # the other worker wins the race
+        real_makedirs(name, *args, **kwargs)  # and this one finds the folder there
+
+    monkeypatch.setattr(stores.os, "makedirs", made_by_another_worker_first)
+    init(f"{scheme}://{folder}/tasks")
+    assert folder.is_dir()
+
+
 def test_a_folder_in_place_of_the_file_stops_init_app(tmp_path):
     (tmp_path / "tasks.db").mkdir()
     with pytest.raises(StoreError, match=f"{tmp_path}/tasks.db is a folder"):

@@ -96,11 +96,17 @@ def check_path(scheme: str, path: str, suffixes: Tuple[str, ...]) -> None:
     if not os.path.isdir(folder):
         try:
             os.makedirs(folder)
+        except FileExistsError as exc:
+            # Another worker booting beside this one made it first (gunicorn -w 4 on
+            # a fresh path), unless a file has the folder's name.
+            if not os.path.isdir(folder):
+                raise StoreError(f"{where}: {folder} is not a folder") from exc
         except OSError as exc:
             raise StoreError(f"{where}: cannot create the folder {folder} "
                              f"({exc.strerror or exc})") from exc
-        # Said out loud: a typo in the path would otherwise start an empty store quietly.
-        log.warning("created the folder %s for the %s store at %s", folder, scheme, full)
+        else:
+            # Said out loud: a typo in the path would otherwise start an empty store quietly.
+            log.warning("created the folder %s for the %s store at %s", folder, scheme, full)
     # WAL and lock files are created next to the store: the folder must be writable.
     if not os.access(folder, os.W_OK | os.X_OK):
         raise StoreError(f"{where}: cannot write in the folder {folder}")
