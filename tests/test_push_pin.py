@@ -179,19 +179,15 @@ def test_a_keep_alive_connection_closed_as_it_is_reused_costs_no_failed_push() -
     connections: List[int] = []
 
     def serve() -> None:
-        first, _ = listener.accept()
-        with first:
-            first.settimeout(10)
-            _read_request(first)
-            first.sendall(no_answer)
-            connections.append(1)
-            _read_request(first)  # the second push, on the kept-alive connection: dropped
-        second, _ = listener.accept()
-        with second:
-            second.settimeout(10)
-            _read_request(second)
-            second.sendall(no_answer)
-            connections.append(2)
+        for number in (1, 2):
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(10)
+                _read_request(conn)
+                conn.sendall(no_answer)
+                connections.append(number)
+                if number == 1:
+                    _read_request(conn)  # the second push, on the kept-alive connection: dropped
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
