@@ -32,6 +32,31 @@ def send_chunked(server: Server, webhook: str) -> str:
     return task["id"]
 
 
+def send_then_kill_while_retrying(store: str, receiver: WebhookReceiver) -> str:
+    """Send a chunked task with a webhook that answers 503 to a worker on ``store``,
+    SIGKILL that worker once it is retrying (its claim stays behind), then let the
+    webhook accept: the task's id, nothing delivered yet."""
+    first = Server("examples.conformance_agent:app", env=env_for(store))
+    try:
+        task_id = send_chunked(first, receiver.hook())
+        deadline = time.monotonic() + 15
+        while len(receiver.attempts) < 2:  # it tried, and is retrying
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        os.killpg(first.proc.pid, signal.SIGKILL)  # no goodbye
+        first.proc.wait(10)
+        first.stop()
+    assert receiver.received == []
+    receiver.default = 200
+    return task_id
+
+
+def chunk_texts(pushes: List[Dict[str, Any]]) -> List[str]:
+    return [p["json"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+            for p in pushes if "artifactUpdate" in p["json"]]
+
+
 def kinds(pushes: List[Dict[str, Any]], task_id: str) -> List[str]:
     mine = [p["json"] for p in pushes if task_id in str(p["json"])]
     return [next(iter(payload)) for payload in mine]
@@ -40,26 +65,12 @@ def kinds(pushes: List[Dict[str, Any]], task_id: str) -> List[str]:
 def test_deliveries_resume_after_the_worker_is_killed(tmp_path):
     store = f"sqlite:///{tmp_path}/tasks.db"
     with WebhookReceiver(default=503) as receiver:
-        first = Server("examples.conformance_agent:app", env=env_for(store))
-        try:
-            task_id = send_chunked(first, receiver.hook())
-            deadline = time.monotonic() + 15
-            while len(receiver.attempts) < 2:  # it tried, and is retrying
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-        finally:
-            os.killpg(first.proc.pid, signal.SIGKILL)  # no goodbye: claims stay behind
-            first.proc.wait(10)
-            first.stop()
-        assert receiver.received == []
-        receiver.default = 200
+        task_id = send_then_kill_while_retrying(store, receiver)
         with Server("examples.conformance_agent:app", env=env_for(store)):
             # The new worker's keeper finds the backlog once the dead one's claim expires.
             pushes = receiver.wait_for(lambda got: len(got) >= len(CHUNKED_KINDS), timeout=30)
         assert kinds(pushes, task_id) == CHUNKED_KINDS
-        texts = [p["json"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
-                 for p in pushes if "artifactUpdate" in p["json"]]
-        assert texts == ["chunk-1 ", "chunk-2"]
+        assert chunk_texts(pushes) == ["chunk-1 ", "chunk-2"]
 
 
 @pytest.mark.parametrize("workers", [2])

@@ -12,8 +12,6 @@ greenlet, not the worker.
 """
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 import uuid
@@ -26,7 +24,8 @@ from flask import Flask, jsonify
 from . import test_scale as scale
 from .conftest import SQL_STORES, drop_sql_database, sql_test_url
 from .helpers import Server, WebhookReceiver
-from .test_push_server import CHUNKED_KINDS, env_for, kinds, send_chunked
+from .test_push_server import (CHUNKED_KINDS, chunk_texts, env_for, kinds,
+                               send_then_kill_while_retrying)
 
 pytest.importorskip("sqlalchemy")
 
@@ -171,27 +170,13 @@ def test_deliveries_resume_in_order_on_another_host_after_a_kill(kind):
     name, url = database(kind)
     try:
         with WebhookReceiver(default=503) as receiver:
-            first = Server("examples.conformance_agent:app", env=env_for(url))
-            try:
-                task_id = send_chunked(first, receiver.hook())
-                deadline = time.monotonic() + 15
-                while len(receiver.attempts) < 2:  # it tried, and is retrying
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
-            finally:
-                os.killpg(first.proc.pid, signal.SIGKILL)  # no goodbye: its claim stays
-                first.proc.wait(10)
-                first.stop()
-            assert receiver.received == []
-            receiver.default = 200
+            task_id = send_then_kill_while_retrying(url, receiver)
             with Server("examples.conformance_agent:app", env=env_for(url)):
                 pushes = receiver.wait_for(lambda got: len(got) >= len(CHUNKED_KINDS),
                                            timeout=30)
                 time.sleep(0.5)  # and nothing more comes
                 assert len(receiver.received) == len(CHUNKED_KINDS)
         assert kinds(pushes, task_id) == CHUNKED_KINDS
-        texts = [p["json"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
-                 for p in pushes if "artifactUpdate" in p["json"]]
-        assert texts == ["chunk-1 ", "chunk-2"]
+        assert chunk_texts(pushes) == ["chunk-1 ", "chunk-2"]
     finally:
         drop_sql_database(kind, name)
