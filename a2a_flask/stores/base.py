@@ -284,6 +284,8 @@ def report_outage(store: TaskStore, exc: BaseException) -> None:
         log.warning("task store unavailable (%s): %s: %s; callers get 'task store "
                     "unavailable' until it answers again", type(store).__name__,
                     type(exc).__name__, exc)
+
+
 # ------------------------------------------------------ lazy snapshots
 
 #: Fewest events an append-only store lets pile up after a snapshot before

@@ -40,7 +40,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 
 from ..concurrency import Notifier, Worker
-from ..protocol.events import Event, apply_event
+from ..protocol.events import Event
 from ..protocol.models import TERMINAL_STATES, Task, TaskState
 from .base import (
     LogEntry,
@@ -53,6 +53,7 @@ from .base import (
     TaskStore,
     decode_page_token,
     encode_page_token,
+    fold,
     outages_as_unavailable,
 )
 from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
@@ -335,9 +336,8 @@ class SQLStore(TaskStore):
     def _fold(self, row: Row[Any], events: Sequence[str],
               snapshot: Optional[str] = None) -> TaskRecord:
         """The record of a task row plus the events logged after its snapshot."""
-        task = load_task(row.snapshot if snapshot is None else snapshot)
-        for text in events:
-            task = apply_event(task, load_event(text))
+        task = fold(load_task(row.snapshot if snapshot is None else snapshot),
+                    (load_event(text) for text in events))
         keep = row.history_len
         if len(task.history) > keep:  # the runtime trimmed the front of the history
             task = dataclasses.replace(task, history=task.history[len(task.history) - keep:])

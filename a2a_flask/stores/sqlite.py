@@ -19,6 +19,7 @@ import time
 from typing import Any, Iterator, List, Optional, Tuple
 
 from ..concurrency import Notifier
+from ..protocol.errors import StoreUnavailable
 from ..protocol.models import TERMINAL_STATES, Task, TaskState
 from .base import (
     Event,
@@ -37,7 +38,6 @@ from .base import (
     report_outage,
     snapshot_due,
 )
-from ..protocol.errors import StoreUnavailable
 from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
 
 #: How often a waiter looks for commits made by other processes (seconds).
@@ -357,7 +357,6 @@ _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 _COLUMNS = "id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq"
 
 
-#: Longest wait for another process's write transaction (seconds).
 #: How long a call waits for another process's lock before the store counts as
 #: unavailable (seconds): long enough for any normal write, short enough that a
 #: caller hears "task store unavailable" within seconds.
