@@ -16,11 +16,18 @@ from typing import Any, Callable, Dict, Hashable, Iterator, Optional
 
 def gevent_active() -> bool:
     """True when gevent has patched ``threading`` in this process."""
+    global _patched
+    if _patched:  # patching is never undone: once seen, ask no more (hot path)
+        return True
     try:
         from gevent import monkey
     except ImportError:  # gevent is a dependency, but stay importable without it
         return False
-    return bool(monkey.is_module_patched("threading"))
+    _patched = bool(monkey.is_module_patched("threading"))
+    return _patched
+
+
+_patched = False
 
 
 def cooperate() -> None:

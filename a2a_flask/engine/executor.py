@@ -206,9 +206,9 @@ def invoke(executor: Executor, run: Run) -> None:
         if inspect.isgenerator(result):
             for item in result:
                 _emit_item(ctx, item)
+            run.finish()
         else:
-            _emit_result(ctx, run, result)
-        _finish(run)
+            run.finish(_returned_artifact(run, result))
     except TaskCancelled:
         pass
     except TaskClosedError as exc:
@@ -223,8 +223,7 @@ def invoke(executor: Executor, run: Run) -> None:
                 run.task_id, "The task store was unavailable while this task ran; the task "
                 "stopped and can be sent again.")
         elif run.reply is None:
-            run.error = StoreUnavailable()  # no task exists: the caller gets the 503
-            run.decided.set()
+            run.fail_to_start(StoreUnavailable())  # no task exists: the caller gets the 503
     except Exception as exc:
         if run.runtime.store.closed:  # the app shut down under a running executor
             log.info("executor for task %s stopped: its store was closed", run.task_id)
@@ -244,21 +243,17 @@ def _emit_item(ctx: TaskContext, item: Any) -> None:
         ctx.artifact(item)
 
 
-def _emit_result(ctx: TaskContext, run: Run, result: Any) -> None:
+def _returned_artifact(run: Run, result: Any) -> Optional[Artifact]:
+    """What a plain function's return value adds to its task: an artifact, or nothing
+    (a returned Message is the reply, which completes a task that exists)."""
     if result is None:
-        return
+        return None
     if isinstance(result, Message):
         run.set_reply(result)
-    elif isinstance(result, Artifact):
-        run.add_artifact(result)
-    else:
-        ctx.artifact(result)
-
-
-def _finish(run: Run) -> None:
-    record = run.ensure_task()
-    if record is not None and not (record.state.terminal or record.state.interrupted):
-        run.set_status(TaskState.COMPLETED)
+        return None
+    if isinstance(result, Artifact):
+        return result
+    return Artifact(artifact_id=new_id(), parts=to_parts(result))
 
 
 def _fail_after_error(run: Run, exc: Exception) -> None:
@@ -273,7 +268,6 @@ def _fail_after_error(run: Run, exc: Exception) -> None:
         if run.record is not None:
             run.runtime.fail_when_store_returns(run.task_id, text)
         elif run.reply is None:
-            run.error = StoreUnavailable()  # no task exists: the caller gets the 503
-            run.decided.set()
+            run.fail_to_start(StoreUnavailable())  # no task exists: the caller gets the 503
     except Exception:  # the store failed too (or the task was purged): say so, once
         log.exception("could not record the failure of task %s", run.task_id)

@@ -141,6 +141,9 @@ class Run:
         self.follow_up = record is not None  # started by a message on an existing task
         self.reply: Optional[Message] = None
         self.decided = threading.Event()
+        #: Set once a blocking send can answer: a reply, an error, a terminal or
+        #: interrupted state written by this run, or the run's end.
+        self.settled = threading.Event()
         self.finished = threading.Event()
         self.cancel_requested = False
         #: Set (with :attr:`decided`) when the run ended before it could make a task or a
@@ -190,6 +193,9 @@ class Run:
         Returns None when the agent already answered with a Message: then no
         task exists, and none ever will for this run.
         """
+        record = self.record
+        if record is not None:  # set once, never unset (a reply then completes the task)
+            return record
         with self._lock:
             if self.reply is not None:
                 return None
@@ -217,17 +223,40 @@ class Run:
         if message is not None:
             message.task_id, message.context_id = self.task_id, self.context_id
 
-        def event() -> Event:
+        def events(current: TaskState) -> List[Event]:
+            check_transition(current, state)
             # Stamped once the task exists, so no status predates SUBMITTED.
             status = TaskStatus(state=state, message=message, timestamp=utc_now())
-            return TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)
+            return [TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)]
 
-        return self._emit(event, state)
+        return self._emit(events)
 
     def add_artifact(self, artifact: Artifact, *, append: bool = False, last_chunk: bool = False,
                      metadata: Optional[Dict[str, Any]] = None) -> Task:
-        return self._emit(lambda: TaskArtifactUpdateEvent(
-            self.task_id, self.context_id, artifact, append, last_chunk, metadata), None)
+        def events(current: TaskState) -> List[Event]:
+            check_transition(current, None)
+            return [TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact, append,
+                                            last_chunk, metadata)]
+
+        return self._emit(events)
+
+    def finish(self, artifact: Optional[Artifact] = None) -> None:
+        """The executor returned: add the ``artifact`` it returned (if any) and complete
+        the task unless it already ended or waits for input, in one append."""
+        if artifact is None and self.ensure_task() is None:
+            return  # the agent answered with a Message: there is no task to complete
+
+        def events(current: TaskState) -> List[Event]:
+            made: List[Event] = []
+            if artifact is not None:
+                check_transition(current, None)
+                made.append(TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact))
+            if not (current.terminal or current.interrupted):
+                status = TaskStatus(state=TaskState.COMPLETED, timestamp=utc_now())
+                made.append(TaskStatusUpdateEvent(self.task_id, self.context_id, status))
+            return made
+
+        self._emit(events)
 
     def set_reply(self, message: Message) -> None:
         """Answer with a Message; once a task exists that completes the task instead."""
@@ -237,25 +266,33 @@ class Run:
                 message.task_id = ""
                 self.reply = message
                 self.decided.set()
+                self.settled.set()
                 return
         self.set_status(TaskState.COMPLETED, message)
 
-    def _emit(self, make_event: Callable[[], Event], state: Optional[TaskState]) -> Task:
+    def fail_to_start(self, error: Exception) -> None:
+        """The run ended before it made a task or a reply: the waiting caller gets ``error``."""
+        self.error = error
+        self.decided.set()
+        self.settled.set()
+
+    def _emit(self, events: Callable[[TaskState], List[Event]]) -> Task:
+        """Append the events made from the task's current state (in one append)."""
         self.pace()
         if self.cancel_requested:
             raise TaskCancelled()
         if self.ensure_task() is None:
             raise TaskClosedError("the agent already answered with a message")
-        event = make_event()
 
         def build(record: TaskRecord) -> List[Event]:
             if record.state is TaskState.CANCELED:
                 raise TaskCancelled()
-            check_transition(record.state, state)
-            return [event]
+            return events(record.state)
 
-        self.record = self.runtime.commit(self.task_id, build, self.record)
-        return self.record.task
+        self.record = record = self.runtime.commit(self.task_id, build, self.record)
+        if record.state.terminal or record.state.interrupted:
+            self.settled.set()
+        return record.task
 
 
 # ------------------------------------------------------------------ runtime
@@ -403,6 +440,7 @@ class Runtime:
             try:
                 self._invoke(run)
             finally:
+                run.settled.set()
                 run.finished.set()
                 if self._runs.get(run.task_id) is run:
                     del self._runs[run.task_id]

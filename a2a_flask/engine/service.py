@@ -305,12 +305,18 @@ class AgentService:
                     return started.reply
                 assert created is not None  # ensure_task returns None only after a reply
                 return view(created.task, history_length)
-            if not started.decided.wait(self.blocking_timeout):
+            # One wake-up: the run says when it has settled (no subscription to the log).
+            if not started.settled.wait(self.blocking_timeout):
                 started.ensure_task()  # still thinking: answer with the task as it is
             if started.error is not None:
                 raise started.error
             if started.reply is not None:
                 return started.reply
+            settled = started.record
+            if settled is not None and (settled.state.terminal or settled.state.interrupted):
+                # What the run wrote last: a terminal task never changes again, and an
+                # interrupted one is what a later wait would answer too.
+                return view(settled.task, history_length)
             task_id = started.task_id
         else:
             if config is not None and config.return_immediately:

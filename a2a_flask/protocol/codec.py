@@ -237,7 +237,7 @@ def _build_decoder(tp: Any) -> Decoder:
     if tp is Part:
         return _decode_part
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return lambda value, path, errors: _decode_dataclass(tp, value, path, errors)
+        return _dataclass_decoder(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         by_value = {member.value: member for member in tp}
         return lambda value, path, errors: _decode_enum(tp, by_value, value, path, errors)
@@ -281,27 +281,40 @@ def _decode_float(value: Any, path: str, errors: List[FieldViolation]) -> float:
     return float(value)
 
 
-def _decode_dataclass(cls: type, value: Any, path: str, errors: List[FieldViolation]) -> Any:
-    if not isinstance(value, dict):
-        errors.append((path, "must be an object"))
-        return cls()
-    kwargs: Dict[str, Any] = {}
-    for spec in field_specs(cls):
-        raw = value.get(spec.wire)
-        if raw is None and spec.attr != spec.wire:
-            raw = value.get(spec.attr)
-        where = _join(path, spec.wire)
-        if raw is None:
-            if spec.required:
-                errors.append((where, "is required"))
-            continue
-        known = len(errors)
-        decoded = _decoder(spec.type)(raw, where, errors)
-        if spec.required and len(errors) == known and (
-                decoded == "" or decoded == [] or _is_unspecified(decoded)):
-            errors.append((where, "must not be empty or unspecified"))
-        kwargs[spec.attr] = decoded
-    return cls(**kwargs)
+def _dataclass_decoder(cls: type) -> Decoder:
+    # (attribute, wire name, snake_case alias or None, required, member decoder), made
+    # on the first call: a model may contain itself, whose decoder is registered by then.
+    plan: List[Tuple[str, str, Optional[str], bool, Decoder]] = []
+
+    def decode_dataclass(value: Any, path: str, errors: List[FieldViolation]) -> Any:
+        if not isinstance(value, dict):
+            errors.append((path, "must be an object"))
+            return cls()
+        if not plan:
+            plan.extend((spec.attr, spec.wire, spec.attr if spec.attr != spec.wire else None,
+                         spec.required, _decoder(spec.type)) for spec in field_specs(cls))
+        kwargs: Dict[str, Any] = {}
+        for attr, wire, alias, required, member in plan:
+            raw = value.get(wire)
+            if raw is None and alias is not None:
+                raw = value.get(alias)
+            if raw is None:
+                if required:
+                    errors.append((_join(path, wire), "is required"))
+                continue
+            where = f"{path}.{wire}" if path else wire
+            if required:
+                known = len(errors)
+                decoded = member(raw, where, errors)
+                if len(errors) == known and (
+                        decoded == "" or decoded == [] or _is_unspecified(decoded)):
+                    errors.append((where, "must not be empty or unspecified"))
+            else:
+                decoded = member(raw, where, errors)
+            kwargs[attr] = decoded
+        return cls(**kwargs)
+
+    return decode_dataclass
 
 
 def _is_unspecified(value: Any) -> bool:

@@ -6,14 +6,27 @@ store that rebuilds a snapshot from its log.
 """
 from __future__ import annotations
 
-import dataclasses
-from typing import List, Union
+from typing import Any, List, TypeVar, Union
 
 from .models import Artifact, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 
 #: What a task's event log holds.  A user ``Message`` records a turn appended to
 #: the history; streams do not show it.
 Event = Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
+
+M = TypeVar("M")
+
+
+def _replaced(model: M, **changes: Any) -> M:
+    """A shallow copy of a model with some members changed.
+
+    What ``dataclasses.replace`` does for these plain dataclasses (no
+    ``__post_init__``, no init-only fields), at a fifth of its cost: it runs once
+    or twice per event, and a streamed artifact is many events.
+    """
+    copy = object.__new__(type(model))
+    copy.__dict__.update(model.__dict__, **changes)
+    return copy
 
 
 def apply_event(task: Task, event: Event) -> Task:
@@ -22,13 +35,13 @@ def apply_event(task: Task, event: Event) -> Task:
         return event
     if isinstance(event, Message):
         # The agent's last word (say, its question) comes before the user's answer.
-        return dataclasses.replace(task, history=_with_status_message(task) + [event],
-                                   status=dataclasses.replace(task.status, message=None))
+        return _replaced(task, history=_with_status_message(task) + [event],
+                          status=_replaced(task.status, message=None))
     if isinstance(event, TaskStatusUpdateEvent):
         # The previous status message becomes part of the conversation.
-        return dataclasses.replace(task, status=event.status, history=_with_status_message(task))
+        return _replaced(task, status=event.status, history=_with_status_message(task))
     if isinstance(event, TaskArtifactUpdateEvent):
-        return dataclasses.replace(task, artifacts=_merge_artifact(task.artifacts, event))
+        return _replaced(task, artifacts=_merge_artifact(task.artifacts, event))
     raise TypeError(f"not a task event: {event!r}")
 
 
@@ -42,7 +55,7 @@ def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -
     for index, existing in enumerate(artifacts):
         if existing.artifact_id == incoming.artifact_id:
             merged = (
-                dataclasses.replace(existing, parts=existing.parts + incoming.parts)
+                _replaced(existing, parts=existing.parts + incoming.parts)
                 if event.append
                 else incoming
             )

@@ -15,11 +15,11 @@ out of the wire form while they hold their default (``""``, ``False``, ``[]``).
 from __future__ import annotations
 
 import enum
+import os
 import time
-import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 REQUIRED: Dict[str, Any] = {"required": True}
 ALWAYS: Dict[str, Any] = {"always": True}
@@ -27,13 +27,28 @@ ALWAYS: Dict[str, Any] = {"always": True}
 
 def new_id() -> str:
     """A fresh random identifier (UUID4 text)."""
-    return str(uuid.uuid4())
+    # uuid.uuid4() builds a UUID object only to print it; this is the same text
+    # (version nibble 4, variant 10xx) from the same 16 random bytes, in half the time.
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+#: The formatted second of the last timestamp: ``strftime`` runs once a second.
+_second: Tuple[int, str] = (-1, "")
 
 
 def utc_now() -> str:
     """The current time as an RFC 3339 UTC timestamp with milliseconds and ``Z``."""
+    global _second
     now = time.time()  # cheaper than datetime on the hot path (three calls per task)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + ".%03dZ" % (int(now * 1000) % 1000)
+    second, text = _second  # one read: another thread may replace it meanwhile
+    if int(now) != second:
+        second = int(now)
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second = (second, text)
+    return text + ".%03dZ" % (int(now * 1000) % 1000)
 
 
 def format_timestamp(moment: datetime) -> str:

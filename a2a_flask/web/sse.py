@@ -33,8 +33,12 @@ HEADERS = {
 }
 
 
+#: One encoder for every body and event (``json.dumps`` with options builds one per call).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _json_text(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return _ENCODER.encode(value)
 
 
 def dumps(value: Any) -> bytes:
