@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -123,6 +124,8 @@ class _CountedStream:
 
 #: Longest id a client may choose (task, context, message or webhook id).
 MAX_ID_LENGTH = 256
+#: C0 and C1 control characters and DEL: no id may hold them.
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def check_id(value: str, field: str) -> None:
@@ -130,7 +133,7 @@ def check_id(value: str, field: str) -> None:
     if len(value) > MAX_ID_LENGTH:
         raise InvalidParamsError(f"{field} is longer than {MAX_ID_LENGTH} characters",
                                  violations=[(field, f"at most {MAX_ID_LENGTH} characters")])
-    if any(ord(char) < 0x20 or 0x7f <= ord(char) < 0xa0 for char in value):
+    if _CONTROL_CHARACTER.search(value):
         raise InvalidParamsError(f"{field} contains control characters",
                                  violations=[(field, "must not contain control characters")])
 
