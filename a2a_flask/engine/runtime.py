@@ -35,7 +35,7 @@ import socket
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 from ..concurrency import Worker, cooperate, let_io_run
 from ..protocol.errors import (
@@ -58,6 +58,7 @@ from ..protocol.models import (
     new_id,
     utc_now,
 )
+from ..protocol.calls import Wait
 from ..protocol.events import Event, apply_event
 from ..observe import tasks as observe
 from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore
@@ -665,7 +666,8 @@ class Runtime:
                 return record
             idle_at = wait_without_spinning(self.store, task_id, seq, remaining, idle_at)
 
-    def follow(self, task_id: str, after_seq: int, heartbeat: float) -> Iterator[Optional[LogEntry]]:
+    def follow(self, task_id: str, after_seq: int, heartbeat: float, *,
+               park_outside: bool = False) -> Iterator[Union[LogEntry, None, Wait]]:
         """Log entries after ``after_seq`` as they come, and ``None`` at each pause.
 
         A pause is "nothing more is available right now": after a run of
@@ -673,53 +675,60 @@ class Runtime:
         ``heartbeat``.  Ends after an event that closes a stream, or when the
         task is terminal and fully read, or at shutdown when the task does not
         run in this process (the client resubscribes to another worker).
+        With ``park_outside`` the waits in between are yielded as :class:`Wait`
+        items, for the consumer to make at the top of its stack.
         """
+        # One generator, not a wrapper around another: a parked stream's greenlet keeps
+        # the C stack of every generator it is suspended in (bench/README.rst, memory).
         self._followed[task_id] = self._followed.get(task_id, 0) + 1
         try:
-            yield from self._follow(task_id, after_seq, heartbeat)
+            idle_since = yielded_at = time.monotonic()
+            pending = False
+            idle_at: Optional[int] = None  # a wait returned early with nothing new at this seq
+            while True:
+                entries = self.store.read(task_id, after_seq)
+                for entry in entries:
+                    yield entry
+                    after_seq = entry.seq
+                    if self.ends_stream(entry.event):
+                        return
+                    # A long backlog (a reader catching up) is sent in slices, so the
+                    # other greenlets of the worker run in between.
+                    if time.monotonic() - yielded_at >= YIELD_EVERY:
+                        let_io_run()
+                        yielded_at = time.monotonic()
+                if entries:
+                    idle_since = time.monotonic()
+                    pending = True
+                    idle_at = None
+                    continue
+                if pending:
+                    yield None
+                    pending = False
+                if self.stopping and task_id not in self._runs:
+                    return
+                head = self.store.head(task_id)
+                if head is None or (head[1].terminal and head[0] <= after_seq):
+                    return
+                # Wake-ups can be spurious (other tasks' writes), so time the
+                # heartbeat from the last thing sent, not from the last wake-up.
+                remaining = heartbeat - (time.monotonic() - idle_since)
+                if remaining <= 0:
+                    yield None
+                    idle_since = time.monotonic()
+                    continue
+                def block(seq: int = after_seq, timeout: float = remaining,
+                          idle: Optional[int] = idle_at) -> Optional[int]:
+                    return wait_without_spinning(self.store, task_id, seq, timeout, idle)
+
+                parked = Wait(block)
+                if park_outside:
+                    yield parked
+                parked.wait()  # unless the consumer did
+                idle_at = parked.result
         finally:
             left = self._followed.get(task_id, 1) - 1
             if left > 0:
                 self._followed[task_id] = left
             else:
                 self._followed.pop(task_id, None)
-
-    def _follow(self, task_id: str, after_seq: int, heartbeat: float
-                ) -> Iterator[Optional[LogEntry]]:
-        idle_since = time.monotonic()
-        pending = False
-        idle_at: Optional[int] = None  # a wait returned early with nothing new at this seq
-        yielded_at = time.monotonic()
-        while True:
-            entries = self.store.read(task_id, after_seq)
-            for entry in entries:
-                yield entry
-                after_seq = entry.seq
-                if self.ends_stream(entry.event):
-                    return
-                # A long backlog (a reader catching up) is sent in slices, so the
-                # other greenlets of the worker run in between.
-                if time.monotonic() - yielded_at >= YIELD_EVERY:
-                    let_io_run()
-                    yielded_at = time.monotonic()
-            if entries:
-                idle_since = time.monotonic()
-                pending = True
-                idle_at = None
-                continue
-            if pending:
-                yield None
-                pending = False
-            if self.stopping and task_id not in self._runs:
-                return
-            head = self.store.head(task_id)
-            if head is None or (head[1].terminal and head[0] <= after_seq):
-                return
-            # Wake-ups can be spurious (other tasks' writes), so time the
-            # heartbeat from the last thing sent, not from the last wake-up.
-            remaining = heartbeat - (time.monotonic() - idle_since)
-            if remaining <= 0:
-                yield None
-                idle_since = time.monotonic()
-                continue
-            idle_at = wait_without_spinning(self.store, task_id, after_seq, remaining, idle_at)

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Union
 
-from ..protocol.calls import CallContext, StreamContext, StreamItem
+from ..protocol.calls import CallContext, ServedItem, StreamContext, StreamItem, Wait
 from ..protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
@@ -99,7 +99,7 @@ class _CountedStream:
     """A stream that holds one of its caller's slots from now until it is closed
     or dropped (a generator would only count once the response started)."""
 
-    def __init__(self, stream: Iterator[StreamItem], slots: StreamSlots, owner: str) -> None:
+    def __init__(self, stream: Iterator[ServedItem], slots: StreamSlots, owner: str) -> None:
         self._stream, self._slots, self._owner = stream, slots, owner
         slots.take(owner)
         self._open = True
@@ -107,7 +107,7 @@ class _CountedStream:
     def __iter__(self) -> "_CountedStream":
         return self
 
-    def __next__(self) -> StreamItem:
+    def __next__(self) -> ServedItem:
         return next(self._stream)
 
     def close(self) -> None:
@@ -182,6 +182,7 @@ class AgentService:
         self.auth_challenge = ""
         self.limits = Limits()
         self._stream_slots = StreamSlots()
+        self._stream_context = StreamContext(runtime.ends_stream, self._artifact_ids)
 
     # ----------------------------------------------------------- helpers
 
@@ -233,11 +234,12 @@ class AgentService:
     # ----------------------------------------------------------- sending
 
     def stream_context(self) -> StreamContext:
-        def artifact_ids(task_id: str) -> List[str]:
-            record = self.store.load(task_id)
-            return [a.artifact_id for a in record.task.artifacts] if record else []
+        """What this agent's stream renderers may ask (one object, shared by every stream)."""
+        return self._stream_context
 
-        return StreamContext(self.runtime.ends_stream, artifact_ids)
+    def _artifact_ids(self, task_id: str) -> List[str]:
+        record = self.store.load(task_id)
+        return [a.artifact_id for a in record.task.artifacts] if record else []
 
     def task_dialect(self, task_id: str, ctx: CallContext) -> str:
         """The protocol version the task was created with (dialects answer in it)."""
@@ -329,7 +331,7 @@ class AgentService:
         return view(record.task, history_length)
 
     def send_streaming_message(self, request: SendMessageRequest, ctx: CallContext,
-                               client_task_id: str = "") -> Iterator[StreamItem]:
+                               client_task_id: str = "") -> Iterator[ServedItem]:
         """SendStreamingMessage: validated now; the returned iterator streams the events."""
         self._require_streaming()
         self._check_stream_quota(ctx)
@@ -349,33 +351,43 @@ class AgentService:
                 f"You have {limit} streams open (A2A_MAX_STREAMS_PER_CALLER); close one first",
                 metadata={"limit": limit})
 
-    def _counted(self, ctx: CallContext, stream: Iterator[StreamItem]) -> Iterator[StreamItem]:
+    def _counted(self, ctx: CallContext, stream: Iterator[ServedItem]) -> Iterator[ServedItem]:
         """The stream, counted among its caller's open streams until it is closed."""
         if ctx.principal is None or not self.limits.max_streams_per_caller:
             return stream
         return _CountedStream(stream, self._stream_slots, ctx.owner)
 
     def _stream_started(self, started: Union[Run, TaskRecord],
-                        history_length: Optional[int]) -> Iterator[StreamItem]:
-        if isinstance(started, Run):
-            while not started.decided.wait(self.keepalive):
-                yield None
-            if started.error is not None:
-                raise started.error
-            if started.reply is not None:
-                yield (0, started.reply)
-                return
-            yield from self._follow(started.task_id, 0, history_length)
-        else:
-            yield (started.seq, view(started.task, history_length))
-            yield None  # the snapshot goes out at once
-            yield from self._follow(started.task.id, started.seq, history_length)
+                        history_length: Optional[int]) -> Iterator[ServedItem]:
+        if isinstance(started, TaskRecord):
+            return self._follow(started.task.id, started.seq, history_length,
+                                opening=(started.seq, view(started.task, history_length)))
+        return self._run_started(started, history_length)
 
-    def _follow(self, task_id: str, after_seq: int,
-                history_length: Optional[int]) -> Iterator[StreamItem]:
-        for entry in self.runtime.follow(task_id, after_seq, self.keepalive):
-            if entry is None:
-                yield None
+    def _run_started(self, run: Run, history_length: Optional[int]) -> Iterator[ServedItem]:
+        while not run.decided.wait(self.keepalive):
+            yield None
+        if run.error is not None:
+            raise run.error
+        if run.reply is not None:
+            yield (0, run.reply)
+            return
+        yield from self._follow(run.task_id, 0, history_length)
+
+    def _follow(self, task_id: str, after_seq: int, history_length: Optional[int],
+                opening: StreamItem = None) -> Iterator[ServedItem]:
+        """The task's events after ``after_seq`` as stream items, after ``opening`` (a
+        snapshot, sent at once) if there is one.
+
+        The snapshot is yielded here rather than by a generator wrapped around this
+        one: each generator a parked stream is suspended in costs it memory.
+        """
+        if opening is not None:
+            yield opening
+            yield None  # the snapshot goes out at once
+        for entry in self.runtime.follow(task_id, after_seq, self.keepalive, park_outside=True):
+            if entry is None or isinstance(entry, Wait):
+                yield entry
             elif isinstance(entry.event, Task):
                 yield (entry.seq, view(entry.event, history_length))
             elif not (isinstance(entry.event, Message) and entry.event.role is Role.USER):
@@ -419,7 +431,7 @@ class AgentService:
         return self.runtime.cancel(request.id).task
 
     def subscribe_to_task(self, request: SubscribeToTaskRequest,
-                          ctx: CallContext) -> Iterator[StreamItem]:
+                          ctx: CallContext) -> Iterator[ServedItem]:
         """SubscribeToTask: the Task first, then live events; ``Last-Event-ID`` replays."""
         self._require_streaming()
         record = self._visible(request.id, ctx)
@@ -432,12 +444,10 @@ class AgentService:
             )
         return self._counted(ctx, self._subscription(record, resume_from))
 
-    def _subscription(self, record: TaskRecord, resume_from: Optional[int]) -> Iterator[StreamItem]:
-        if resume_from is None:
-            yield (record.seq, record.task)
-            yield None  # the snapshot goes out at once
-            resume_from = record.seq
-        yield from self._follow(record.task.id, resume_from, None)
+    def _subscription(self, record: TaskRecord, resume_from: Optional[int]) -> Iterator[ServedItem]:
+        if resume_from is not None:
+            return self._follow(record.task.id, resume_from, None)
+        return self._follow(record.task.id, record.seq, None, opening=(record.seq, record.task))
 
     # ----------------------------------------------------------- push configs
 

@@ -17,7 +17,7 @@ from flask import Response
 
 from ..observe.calls import stream_note
 from ..protocol.errors import A2AError, InternalError
-from ..protocol.calls import StreamItem
+from ..protocol.calls import ServedItem, Wait
 
 log = logging.getLogger("a2a_flask")
 
@@ -90,7 +90,7 @@ def parse_last_event_id(raw: Optional[str]) -> Optional[int]:
 
 
 def event_stream(
-    items: Iterable[StreamItem],
+    items: Iterable[ServedItem],
     render: Callable[[Any], Optional[Any]],
     render_error: Callable[[A2AError], Any],
     headers: Optional[Dict[str, str]] = None,
@@ -112,7 +112,9 @@ def event_stream(
         pending: List[bytes] = []
         try:
             for item in items:
-                if item is not None:
+                if isinstance(item, Wait):
+                    item.wait()  # parked here, with none of the stream's generators on the stack
+                elif item is not None:
                     data = render(item)
                     if data is not None:
                         pending.append(frame(data, item[0]))
