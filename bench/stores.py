@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark a2a_flask's task stores, and one vs two gunicorn gevent workers on one store.
+"""Benchmark a2a_flask's task stores, and how gunicorn gevent workers scale on shared stores.
 
 Three phases; the first two reuse ``bench.py`` (its server, load generator, noise checks):
 
@@ -9,13 +9,17 @@ Three phases; the first two reuse ``bench.py`` (its server, load generator, nois
   generator pinned to ``--client-cpu``.  The stores' servers run side by side
   and their runs alternate, so drift hits every store alike; each store's
   median is shown with its ratio to the memory store's.
-* ``scale``: SendMessage req/s on one shared store (``--scale-store``, sqlite)
-  with ``-w 1`` against ``-w 2``, and the same on the memory store as a control
-  (its workers share nothing), per ``--placements`` (``shared``: workers and
-  generator all on every CPU; ``spread``: worker k pinned to CPU k, generator on
-  every CPU).  The load generator's CPU and every process's scheduler split
-  (running, waiting for a CPU, blocked) are measured, and the table shows the
-  ratio the CPUs would allow at ``-w 1``'s costs per request.
+* ``scale``: the same two scenarios with ``-w 1``, ``-w 2`` and ``-w 4``
+  (``--workers``) on each shared store (``--scale-stores``: sqlite, redis),
+  and the same on the memory store as a control (its workers share nothing),
+  all runs alternating, per ``--placements`` (``pinned``, the default: the
+  load generator alone on ``--client-cpu``, the workers on the other CPUs;
+  ``shared``: workers and generator all on every CPU; ``spread``: worker k
+  pinned to CPU k, generator on every CPU).  The load generator's CPU and
+  every process's scheduler split (running, waiting for a CPU, blocked) are
+  measured; the tables show each count's ratio to ``-w 1`` (target: ``-w 2``
+  >= 1.7x) and the ratio the CPUs would allow, and say when the CPUs left to
+  the workers cannot show the target.
 * ``lengths``: the per-event cost of a 10-chunk and a 1,000-chunk stream on
   each store, and their ratio (``stream_length.py``, run as a child process).
 
@@ -48,8 +52,11 @@ from bench import BenchServer, RunResult, Scenario, format_table, say
 
 STORES = ("memory", "shelve", "sqlite", "redis", "postgresql", "mariadb")
 SQL_STORES = ("postgresql", "mariadb")
-PLACEMENTS = ("shared", "spread")
+PLACEMENTS = ("pinned", "shared", "spread")
 PHASES = ("stores", "scale", "lengths")
+#: The scenarios of the stores and scale phases: ``bench.scenarios`` key -> (label, unit).
+SCENARIOS = {"send": ("SendMessage", "req/s"), "stream": ("SSE", "events/s")}
+#: ``-w 2`` over ``-w 1``, for the stores under test (the control has no target).
 TARGET_SCALE = 1.7
 #: /bench/forget on a big shelve store rewrites the shelf's index once per key it deletes.
 FORGET_TIMEOUT = 110.0
@@ -78,8 +85,9 @@ class Options:
     redis_url: str
     postgres_url: str
     mariadb_url: str
-    scale_store: str
+    scale_stores: List[str]
     scale_control: str
+    workers: List[int]
     placements: List[str]
     phase_timeout: float
     grace: float
@@ -111,14 +119,23 @@ def parser() -> argparse.ArgumentParser:
                    help="PostgreSQL database for the postgresql store (a schema per server)")
     p.add_argument("--mariadb-url", default="mysql://root@127.0.0.1:3306",
                    help="MariaDB server for the mariadb store (a database per server)")
-    p.add_argument("--scale-store", choices=STORES[1:], default="sqlite",
-                   help="shared store of the 1 vs 2 workers phase")
+    p.add_argument("--scale-stores", default="sqlite,redis",
+                   help="shared stores of the scale phase (comma list; memory is the control)")
+    # Same destination: old command lines with one --scale-store NAME keep working
+    # (the first action's default applies, the last option given wins).
+    p.add_argument("--scale-store", dest="scale_stores", choices=STORES[1:],
+                   default=argparse.SUPPRESS, help="one store: same as --scale-stores NAME")
     p.add_argument("--scale-control", choices=("memory", "none"), default="memory",
-                   help="also run -w 1 vs -w 2 on this store as a control: memory shares no "
+                   help="also scale the workers on this store as a control: memory shares no "
                         "state between workers, so it shows what the machine allows")
-    p.add_argument("--placements", default="shared",
-                   help="CPU placements of the scale phase: shared, spread (comma list)")
-    p.add_argument("--phase-timeout", type=float, default=900.0, help="upper bound per phase (s)")
+    p.add_argument("--workers", default="1,2,4",
+                   help="gunicorn worker counts of the scale phase (comma list with 1: every "
+                        "ratio is against -w 1)")
+    p.add_argument("--placements", default="pinned",
+                   help="CPU placements of the scale phase: pinned, shared, spread (comma list)")
+    p.add_argument("--phase-timeout", type=float, default=900.0,
+                   help="upper bound per phase (s); the scale phase gets it per placement "
+                        "and scenario")
     p.add_argument("--grace", type=float, default=5.0,
                    help="after a run's deadline, seconds its clients may take to finish the "
                         "exchange in progress; unfinished ones are cut and not counted")
@@ -126,7 +143,8 @@ def parser() -> argparse.ArgumentParser:
                    help="after a run, seconds to wait for the workers to go idle; a server "
                         "still busy is restarted on a fresh store (its leftover work dropped)")
     p.add_argument("--server-cpu", type=int, default=0, help="CPU of each store's worker")
-    p.add_argument("--client-cpu", type=int, default=1, help="CPU of the load generator (stores)")
+    p.add_argument("--client-cpu", type=int, default=1,
+                   help="CPU of the load generator (stores phase; scale phase: pinned)")
     p.add_argument("--max-other-cpu", type=float, default=0.15,
                    help="a run during which other processes (plus steal) used more than this "
                         "fraction of a CPU is noisy and repeated")
@@ -146,8 +164,8 @@ def parse_args(argv: Optional[List[str]] = None) -> Options:
         stores=_names(a.stores), phases=_names(a.phases), duration=a.duration, repeat=a.repeat,
         warmup=a.warmup, concurrency=a.concurrency, sse_concurrency=a.sse_concurrency,
         chunks=a.chunks, redis_url=a.redis_url, postgres_url=a.postgres_url,
-        mariadb_url=a.mariadb_url, scale_store=a.scale_store,
-        scale_control=a.scale_control,
+        mariadb_url=a.mariadb_url, scale_stores=list(dict.fromkeys(_names(a.scale_stores))),
+        scale_control=a.scale_control, workers=_counts(p, a.workers),
         placements=_names(a.placements), phase_timeout=a.phase_timeout, grace=a.grace,
         settle_timeout=a.settle_timeout, server_cpu=a.server_cpu,
         client_cpu=a.client_cpu, max_other_cpu=a.max_other_cpu, noise_retries=a.noise_retries,
@@ -160,15 +178,29 @@ def _names(text: str) -> List[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _counts(p: argparse.ArgumentParser, text: str) -> List[int]:
+    """Worker counts, ascending, each once (so -w 1 comes first)."""
+    try:
+        return sorted(set(int(x) for x in _names(text)))
+    except ValueError:
+        p.error(f"--workers must be a comma list of integers, not {text!r}")
+
+
 def check_options(p: argparse.ArgumentParser, opts: Options) -> None:
     """Reject unknown names and non-positive sizes."""
     for kind, given, known in (("store", opts.stores, STORES), ("phase", opts.phases, PHASES),
-                               ("placement", opts.placements, PLACEMENTS)):
+                               ("placement", opts.placements, PLACEMENTS),
+                               ("scale store", opts.scale_stores, STORES[1:])):
         unknown = set(given) - set(known)
         if unknown:
-            p.error(f"unknown {kind}(s): {', '.join(sorted(unknown))}")
+            p.error(f"unknown {kind}(s): {', '.join(sorted(unknown))} "
+                    f"(known: {', '.join(known)})")
     if "stores" in opts.phases and (not opts.stores or opts.stores[0] != "memory"):
         p.error("--stores must start with memory (the reference of the ratios)")
+    if "scale" in opts.phases and not opts.scale_stores:
+        p.error("--scale-stores needs at least one store")
+    if 1 not in opts.workers or min(opts.workers) <= 0:
+        p.error("--workers must be positive and include 1 (every ratio is against -w 1)")
     if min(opts.duration, opts.repeat, opts.concurrency, opts.sse_concurrency, opts.chunks) <= 0:
         p.error("--duration, --repeat, --concurrency, --sse-concurrency and --chunks must be positive")
 
@@ -598,6 +630,7 @@ class Figure:
     server_us_per_unit: float
     client_us_per_unit: float
     sched: Dict[str, Dict[str, float]]
+    helper_us_per_unit: float = 0.0
     runs: List[Dict[str, Any]] = field(default_factory=list)
 
 
@@ -617,7 +650,7 @@ def figure(samples: List[Sample]) -> Figure:
                   med("other_cpu"), med("steal"), med("p50_ms"), med("p99_ms"),
                   sum(r.errors for r in runs), sum(r.cut for r in runs),
                   sum(s.restarted for s in samples), statistics.median(s.purge_s for s in samples),
-                  per_unit("server_cpu"), per_unit("client_cpu"), sched,
+                  per_unit("server_cpu"), per_unit("client_cpu"), sched, per_unit("helper_cpu"),
                   [dict(asdict(s.run), sched=s.sched, attempts=s.attempts, purged=s.purged,
                         purge_s=s.purge_s, restarted=s.restarted) for s in samples])
 
@@ -641,18 +674,18 @@ class StoreResult:
     skipped: str = ""
 
 
-def usable_stores(opts: Options, sites: StoreSites) -> Tuple[List[str], Dict[str, str]]:
-    """The stores that can run here, and why the others cannot."""
+def usable_stores(stores: List[str], sites: StoreSites) -> Tuple[List[str], Dict[str, str]]:
+    """Those of ``stores`` that can run here, and why the others cannot."""
     skipped = {}
-    if "redis" in opts.stores and sites.redis() is None:
+    if "redis" in stores and sites.redis() is None:
         skipped["redis"] = f"Redis unusable at {sites.redis_url}: {sites.redis_error}"
         say(f"warning: {skipped['redis']}; the redis store is skipped")
     for store in SQL_STORES:
-        if store in opts.stores and sites.sql_admin(store) is None:
+        if store in stores and sites.sql_admin(store) is None:
             skipped[store] = f"{store} unusable at {sites.sql_servers[store]}: " \
                              f"{sites.sql_errors[store]}"
             say(f"warning: {skipped[store]}; the {store} store is skipped")
-    return [s for s in opts.stores if s not in skipped], skipped
+    return [s for s in stores if s not in skipped], skipped
 
 
 def start_slots(slots: Dict[str, Slot]) -> None:
@@ -668,24 +701,38 @@ def worker_cpus(server: BenchServer) -> List[List[int]]:
     return [sorted(os.sched_getaffinity(pid)) for pid in server.worker_pids]
 
 
+def concurrency_of(key: str, opts: Options) -> int:
+    """Clients of a scenario: ``--concurrency`` for SendMessage, ``--sse-concurrency`` for SSE."""
+    return opts.concurrency if key == "send" else opts.sse_concurrency
+
+
+def measure_scenarios(slots: Dict[str, Slot], opts: Options, cfg: bench.Config,
+                      phase: str) -> Dict[str, Dict[str, List[Sample]]]:
+    """SendMessage, then SSE streams, each with runs alternating across the slots:
+    samples by scenario key (``send``, ``stream``), then by slot name."""
+    sc = bench.scenarios(opts.chunks)
+    samples = {}
+    for key, (label, unit) in SCENARIOS.items():
+        streams = f" ({opts.chunks}-chunk streams)" if sc[key].streaming else ""
+        say(f"phase {phase}: {label}{streams} c={concurrency_of(key, opts)}")
+        samples[key] = alternate(slots, sc[key], concurrency_of(key, opts), unit, opts, cfg)
+    return samples
+
+
 def stores_phase(opts: Options, cfg: bench.Config, sites: StoreSites) -> List[StoreResult]:
     """Every store on its own pinned worker, runs alternating across stores."""
     bench.pin_self(opts.client_cpu)
-    names, skipped = usable_stores(opts, sites)
+    names, skipped = usable_stores(opts.stores, sites)
     slots = {n: Slot(sites, n, f"stores-{n}", str(opts.server_cpu), 1, opts.chunks) for n in names}
     say("phase stores: one gevent worker per store on CPU "
         f"{opts.server_cpu}, load generator on CPU {opts.client_cpu}")
     try:
         start_slots(slots)
-        sc = bench.scenarios(opts.chunks)
-        say(f"phase stores: SendMessage c={opts.concurrency}")
-        send = alternate(slots, sc["send"], opts.concurrency, "req/s", opts, cfg)
-        say(f"phase stores: SSE {opts.chunks}-chunk streams c={opts.sse_concurrency}")
-        sse = alternate(slots, sc["stream"], opts.sse_concurrency, "events/s", opts, cfg)
+        samples = measure_scenarios(slots, opts, cfg, "stores")
     finally:
         stop_all(slots)
-    results = [StoreResult(n, sites.url(n, f"stores-{n}-0"), figure(send[n]), figure(sse[n]))
-               for n in names]
+    results = [StoreResult(n, sites.url(n, f"stores-{n}-0"), figure(samples["send"][n]),
+                           figure(samples["stream"][n])) for n in names]
     return results + [StoreResult(n, "", skipped=why) for n, why in skipped.items()]
 
 
@@ -726,108 +773,182 @@ def stores_cpu_table(results: List[StoreResult]) -> str:
 
 @dataclass
 class ScaleResult:
-    """One store and placement: ``-w 1`` and ``-w 2``, runs alternating."""
+    """One placement, store and scenario: a figure per worker count, runs alternating."""
 
     placement: str
     store: str
-    one: Figure
-    two: Figure
-    cpus: int
+    scenario: str               # a SCENARIOS key
+    figures: Dict[int, Figure]  # by worker count, ascending; -w 1 always there
+    cpus: int                   # CPUs of the machine
+    worker_cpus: List[int]      # CPUs gunicorn's workers may run on
+    client_cpus: List[int]      # CPUs the load generator may run on
+    control: bool               # the memory control: no target
 
-    @property
-    def ratio(self) -> float:
-        return self.two.rate / self.one.rate if self.one.rate else 0.0
+    def ratio(self, workers: int) -> float:
+        """Rate with ``-w workers`` over the rate with ``-w 1``."""
+        one = self.figures[1].rate
+        return self.figures[workers].rate / one if one else 0.0
 
-    @property
-    def machine_bound(self) -> float:
-        """The best ``-w 2``/``-w 1`` ratio the CPUs allow if costs per request stayed put."""
-        return self.bound(self.one)
+    def bound(self, workers: int, costs: Figure) -> float:
+        """The best ``-w workers``/``-w 1`` ratio the CPUs allow at the CPU per unit in ``costs``.
 
-    @property
-    def bound_at_two(self) -> float:
-        """The best ratio the CPUs allow at the costs per request measured with ``-w 2``."""
-        return self.bound(self.two)
+        The tightest of: the CPUs not used by others or stolen during the
+        ``-w workers`` runs over worker + generator + helper (redis-server) CPU
+        per unit; the workers' CPUs, one per worker at most, over worker CPU per
+        unit; one CPU each for the generator and the helper (one thread each).
+        """
+        one, run = self.figures[1].rate, self.figures[workers]
+        worker, client, helper = (costs.server_us_per_unit / 1e6, costs.client_us_per_unit / 1e6,
+                                  costs.helper_us_per_unit / 1e6)
+        if not (one and worker):
+            return 0.0
+        spare = self.cpus - run.other_cpu - run.steal
+        limits = [spare / (worker + client + helper),
+                  min(workers, len(self.worker_cpus)) / worker]
+        limits += [1 / cost for cost in (client, helper) if cost]
+        return min(limits) / one
 
-    def bound(self, costs: Figure) -> float:
-        """(CPUs - other - steal during ``-w 2``) / (worker + generator CPU per request
-        in ``costs``), as a multiple of the ``-w 1`` rate."""
-        cost = (costs.server_us_per_unit + costs.client_us_per_unit) / 1e6
-        spare = self.cpus - self.two.other_cpu - self.two.steal
-        return spare / cost / self.one.rate if cost and self.one.rate else 0.0
+    def limit(self) -> str:
+        """Why the CPUs cannot show the target with ``-w 2`` ("" when they can)."""
+        if 2 not in self.figures:
+            return ""
+        if len(self.worker_cpus) < 2:
+            return "1 CPU for workers"
+        allowed = self.bound(2, self.figures[1])
+        return f"CPUs allow {allowed:.2f}x" if allowed < TARGET_SCALE else ""
+
+    def result(self) -> str:
+        """``-w 2`` against the target: PASS, MISS, or "n/a: why" when the CPUs cannot show
+        it; "" for the control or without ``-w 2``."""
+        if self.control or 2 not in self.figures:
+            return ""
+        if self.figures[1].errors + self.figures[2].errors:
+            return "MISS (errors)"
+        if self.ratio(2) >= TARGET_SCALE:
+            return "PASS"
+        return f"n/a: {self.limit()}" if self.limit() else "MISS"
 
 
 PLACEMENT_TEXT = {
+    "pinned": "load generator alone on --client-cpu; gunicorn master and workers on the other "
+              "CPUs (placed by the kernel)",
     "shared": "gunicorn master and workers, and the load generator, all allowed on every CPU",
     "spread": "worker k pinned to CPU k (-w 1: its worker on CPU 0); load generator on every CPU",
 }
 
 
-def scale_stores(opts: Options) -> List[str]:
-    """The store under test, then the control (memory: no state shared between workers)."""
-    return [opts.scale_store] + ([opts.scale_control] if opts.scale_control != "none" else [])
+def placement_cpus(placement: str, opts: Options) -> Tuple[List[int], List[int]]:
+    """(CPUs of the workers, CPUs of the load generator) in ``placement``."""
+    every = list(range(os.cpu_count() or 1))
+    if placement != "pinned":
+        return every, every
+    rest = [cpu for cpu in every if cpu != opts.client_cpu]
+    if opts.client_cpu not in every or not rest:
+        say(f"warning: pinned needs CPU {opts.client_cpu} and one more; all share every CPU")
+        return every, every
+    return rest, [opts.client_cpu]
 
 
-def scale_phase(opts: Options, cfg: bench.Config, sites: StoreSites,
-                placement: str) -> List[ScaleResult]:
-    """``-w 1`` and ``-w 2`` per store (each server its own store), all runs alternating."""
-    every = sorted(set(range(os.cpu_count() or 1)))
-    os.sched_setaffinity(0, set(every))
-    if opts.scale_store == "redis" and sites.redis() is None:
-        raise RuntimeError(f"the scale phase needs Redis: {sites.redis_error}")
-    say(f"phase scale ({placement}): {PLACEMENT_TEXT[placement]}")
-    slots = {f"{store} -w {w}": Slot(sites, store, f"scale-{placement}-{store}-w{w}",
-                                     ",".join(map(str, every)), w, opts.chunks, placement)
-             for store in scale_stores(opts) for w in (1, 2)}
+def scale_slot(store: str, workers: int) -> str:
+    return f"{store} -w {workers}"
+
+
+def scale_phase(opts: Options, cfg: bench.Config, sites: StoreSites, placement: str,
+                stores: List[str]) -> List[ScaleResult]:
+    """Every ``--workers`` count per store (each server its own store), SendMessage then
+    SSE, runs alternating across all the servers."""
+    worker_cpus, client_cpus = placement_cpus(placement, opts)
+    os.sched_setaffinity(0, set(client_cpus))
+    say(f"phase scale ({placement}): {PLACEMENT_TEXT[placement]}: workers on "
+        f"{cpus_text(worker_cpus)}, load generator on {cpus_text(client_cpus)}")
+    slots = {scale_slot(store, w): Slot(sites, store, f"scale-{placement}-{store}-w{w}",
+                                        cpu_list(worker_cpus), w, opts.chunks, placement)
+             for store in stores for w in opts.workers}
     try:
         start_slots(slots)
-        samples = alternate(slots, bench.scenarios(opts.chunks)["send"], opts.concurrency,
-                            "req/s", opts, cfg)
+        samples = measure_scenarios(slots, opts, cfg, f"scale ({placement})")
     finally:
         stop_all(slots)
-    return [ScaleResult(placement, store, figure(samples[f"{store} -w 1"]),
-                        figure(samples[f"{store} -w 2"]), len(every))
-            for store in scale_stores(opts)]
+    return [ScaleResult(placement, store, key,
+                        {w: figure(samples[key][scale_slot(store, w)]) for w in opts.workers},
+                        os.cpu_count() or 1, worker_cpus, client_cpus,
+                        store == opts.scale_control)
+            for key in SCENARIOS for store in stores]
 
 
-def scale_label(r: ScaleResult, opts: Options) -> str:
-    control = " (control)" if r.store == opts.scale_control else ""
-    return f"{r.placement}: {r.store}{control}"
+def cpu_list(cpus: List[int]) -> str:
+    """``0,1``: a taskset CPU list."""
+    return ",".join(map(str, cpus))
 
 
-def scale_table(results: List[ScaleResult], opts: Options) -> str:
-    """Per placement and store: req/s with -w 1 and -w 2, the ratio, the best the CPUs allow."""
-    rows = [(f"placement: store (SendMessage c={opts.concurrency})", "-w 1 req/s", "-w 2 req/s",
-             "ratio", "target", "CPUs allow at -w 1 costs", "at -w 2 costs", "result")]
-    for r in results:
-        target = r.store == opts.scale_store
-        rows.append((scale_label(r, opts), f"{r.one.rate:,.0f}", f"{r.two.rate:,.0f}",
-                     f"{r.ratio:.2f}x", f">= {TARGET_SCALE}x" if target else "(info)",
-                     f"<= {r.machine_bound:.2f}x", f"<= {r.bound_at_two:.2f}x",
-                     bench.verdict(r.ratio >= TARGET_SCALE and not (r.one.errors + r.two.errors))
-                     if target else ""))
+def cpus_text(cpus: List[int]) -> str:
+    """``CPU 0`` or ``CPUs 0,1``, for the reader."""
+    return ("CPU " if len(cpus) == 1 else "CPUs ") + cpu_list(cpus)
+
+
+def scale_label(r: ScaleResult) -> str:
+    return f"{r.placement}: {r.store}" + (" (control)" if r.control else "")
+
+
+def scale_table(results: List[ScaleResult], opts: Options, key: str) -> str:
+    """One scenario: per placement, store and worker count, the rate, its ratio to -w 1,
+    the best ratio the CPUs allow, and the -w 2 target's result."""
+    label, unit = SCENARIOS[key]
+    rows = [(f"placement: store ({label} c={concurrency_of(key, opts)})", "workers", unit,
+             "vs -w 1", "CPUs allow at -w 1 costs", "at own costs", "target", "result")]
+    for r in (r for r in results if r.scenario == key):
+        for n, f in r.figures.items():
+            target = (("(info)" if r.control else f">= {TARGET_SCALE}x") if n == 2 else "")
+            rows.append((scale_label(r), f"-w {n}", f"{f.rate:,.0f}", f"{r.ratio(n):.2f}x",
+                         f"<= {r.bound(n, r.figures[1]):.2f}x" if n > 1 else "-",
+                         f"<= {r.bound(n, f):.2f}x" if n > 1 else "-", target,
+                         r.result() if n == 2 else ""))
     return format_table(rows)
 
 
-def scale_cpu_table(results: List[ScaleResult], opts: Options) -> str:
+def scale_cpu_table(results: List[ScaleResult]) -> str:
     """Time of each worker and of the load generator in the scale phase (medians).
 
     cpu: on a CPU; wait: runnable but waiting for a CPU; blocked: neither
     (waiting for requests, or sleeping, e.g. in SQLite's busy handler).
     """
-    rows = [("placement: store / workers", "worker cpu", "worker wait", "worker blocked",
-             "worker us/req", "generator cpu", "generator wait", "generator us/req", "other",
-             "steal", "idle CPUs", "p50 ms", "errors")]
+    rows = [("placement: store scenario / workers", "worker cpu", "worker wait", "worker blocked",
+             "worker us/unit", "redis cpu", "generator cpu", "generator wait",
+             "generator us/unit", "other", "steal", "idle CPUs", "p50 ms", "errors", "cut")]
     for r in results:
-        for label, f in (("-w 1", r.one), ("-w 2", r.two)):
-            idle = max(0.0, r.cpus - f.server_cpu - f.client_cpu - f.other_cpu - f.steal)
+        for n, f in r.figures.items():
+            idle = max(0.0, r.cpus - f.server_cpu - f.client_cpu - f.helper_cpu - f.other_cpu
+                       - f.steal)
             gen = f.sched.get("generator", {})
-            rows.append((f"{scale_label(r, opts)} {label}", workers_sched(f, "cpu"),
-                         workers_sched(f, "waiting"), workers_sched(f, "blocked"),
-                         f"{f.server_us_per_unit:,.1f}", f"{f.client_cpu:.0%}",
-                         f"{gen.get('waiting', 0.0):.0%}", f"{f.client_us_per_unit:,.1f}",
-                         f"{f.other_cpu:.0%}", f"{f.steal:.0%}", f"{idle:.0%}",
-                         f"{f.p50_ms:.1f}", str(f.errors)))
+            rows.append((f"{scale_label(r)} {SCENARIOS[r.scenario][0]} -w {n}",
+                         workers_sched(f, "cpu"), workers_sched(f, "waiting"),
+                         workers_sched(f, "blocked"), f"{f.server_us_per_unit:,.1f}",
+                         f"{f.helper_cpu:.0%}" if r.store == "redis" else "-",
+                         f"{f.client_cpu:.0%}", f"{gen.get('waiting', 0.0):.0%}",
+                         f"{f.client_us_per_unit:,.1f}", f"{f.other_cpu:.0%}", f"{f.steal:.0%}",
+                         f"{idle:.0%}", f"{f.p50_ms:,.1f}", str(f.errors), str(f.cut)))
     return format_table(rows)
+
+
+def limit_line(results: List[ScaleResult]) -> str:
+    """One line on what keeps one placement's ``-w 2`` from showing the target ("" if nothing)."""
+    capped = [r for r in results if r.result().startswith("n/a")]
+    if not capped:
+        return ""
+    r = capped[0]
+    where = (f"the workers and the load generator share {cpus_text(r.worker_cpus)}"
+             if set(r.client_cpus) & set(r.worker_cpus) else
+             f"the load generator has {cpus_text(r.client_cpus)} to itself and the workers "
+             f"share {cpus_text(r.worker_cpus)}")
+    if len(r.worker_cpus) < 2:
+        best = max(x.bound(2, x.figures[1]) for x in capped)
+        return (f"{r.placement}: limited by the CPUs, not by the stores: {where}, so -w 2 can do "
+                f"about what -w 1 does (the CPUs allow <= {best:.2f}x); {TARGET_SCALE}x needs 2 "
+                f"CPUs for the workers and 1 for the generator, and this machine has {r.cpus}")
+    which = ", ".join(f"{x.store} {SCENARIOS[x.scenario][0]} <= {x.bound(2, x.figures[1]):.2f}x"
+                      for x in capped)
+    return (f"{r.placement}: limited by the CPUs: {where}, which allow less than "
+            f"{TARGET_SCALE}x even at -w 1's CPU per unit ({which})")
 
 
 # ====================================================================== report and main
@@ -838,6 +959,7 @@ class Report:
     env: Dict[str, Any] = field(default_factory=dict)
     stores: List[StoreResult] = field(default_factory=list)
     scale: List[ScaleResult] = field(default_factory=list)
+    scale_skipped: Dict[str, str] = field(default_factory=dict)
     lengths: str = ""
 
 
@@ -855,17 +977,41 @@ def print_report(report: Report, opts: Options) -> None:
         for r in report.stores:
             if r.skipped:
                 print(f"{r.store}: skipped ({r.skipped})")
-    if report.scale:
-        if report.stores:
-            print()
-        print(scale_table(report.scale, opts))
-        print()
-        print(scale_cpu_table(report.scale, opts))
-        for placement in dict.fromkeys(sr.placement for sr in report.scale):
-            print(f"{placement}: {PLACEMENT_TEXT[placement]}")
+    if report.scale or report.scale_skipped:
+        print_scale(report, opts)
     if report.lengths:
         print(f"\nper-event cost by stream length (CPU time of engine + store, "
               f"medians of {opts.repeat} runs):\n{report.lengths}")
+
+
+def print_scale(report: Report, opts: Options) -> None:
+    """The scale phase's tables, then where each placement ran and what limits it."""
+    for key in SCENARIOS:
+        if any(r.scenario == key for r in report.scale):
+            print()
+            print(scale_table(report.scale, opts, key))
+    if report.scale:
+        print()
+        print(scale_cpu_table(report.scale))
+    for store, why in report.scale_skipped.items():
+        print(f"{store}: skipped in the scale phase ({why})")
+    for placement in dict.fromkeys(r.placement for r in report.scale):
+        results = [r for r in report.scale if r.placement == placement]
+        print(f"{placement}: {PLACEMENT_TEXT[placement]}: workers on "
+              f"{cpus_text(results[0].worker_cpus)}, load generator on "
+              f"{cpus_text(results[0].client_cpus)}")
+        limit = limit_line(results)
+        if limit:
+            print(limit)
+
+
+def scale_json(r: ScaleResult) -> Dict[str, Any]:
+    """One scale result with its ratios, bounds and verdict (keys of dicts: worker counts)."""
+    return dict(asdict(r), ratios={n: r.ratio(n) for n in r.figures},
+                bounds={n: {"at_one_costs": r.bound(n, r.figures[1]),
+                            "at_own_costs": r.bound(n, f)} for n, f in r.figures.items()},
+                result=r.result(), limit=r.limit(), placement_text=PLACEMENT_TEXT[r.placement],
+                target=None if r.control else TARGET_SCALE)
 
 
 def to_json(report: Report, opts: Options) -> Dict[str, Any]:
@@ -874,10 +1020,8 @@ def to_json(report: Report, opts: Options) -> Dict[str, Any]:
         "config": asdict(opts), "environment": report.env,
         "stores": [asdict(r) for r in report.stores],
         "lengths": report.lengths,
-        "scale": [dict(asdict(r), ratio=r.ratio, machine_bound=r.machine_bound,
-                       bound_at_two=r.bound_at_two,
-                       placement_text=PLACEMENT_TEXT[r.placement], control=r.store != opts.scale_store,
-                       target=TARGET_SCALE) for r in report.scale],
+        "scale": [scale_json(r) for r in report.scale],
+        "scale_skipped": report.scale_skipped,
     }
 
 
@@ -899,20 +1043,34 @@ def run(opts: Options, report: Report) -> None:
     sites = StoreSites(opts.redis_url, opts.postgres_url, opts.mariadb_url)
     started = time.monotonic()
     try:
+        needs_redis = "redis" in opts.stores + opts.scale_stores
         report.env = dict(bench.environment(None, cfg, sorted(os.sched_getaffinity(0))),
-                          redis=sites.redis_info() if "redis" in opts.stores else {},
+                          redis=sites.redis_info() if needs_redis else {},
                           started=time.strftime("%Y-%m-%dT%H:%M:%S%z"), store_dir=sites.dir)
         if "stores" in opts.phases:
             with gevent.Timeout(opts.phase_timeout, RuntimeError("stores phase timed out")):
                 report.stores = stores_phase(opts, cfg, sites)
-        for placement in opts.placements if "scale" in opts.phases else []:
-            with gevent.Timeout(opts.phase_timeout, RuntimeError("scale phase timed out")):
-                report.scale += scale_phase(opts, cfg, sites, placement)
+        if "scale" in opts.phases:
+            run_scale(opts, cfg, sites, report)
         if "lengths" in opts.phases:
             report.lengths = lengths_phase(opts)
     finally:
         sites.close()
         report.env["elapsed_s"] = round(time.monotonic() - started, 1)
+
+
+def run_scale(opts: Options, cfg: bench.Config, sites: StoreSites, report: Report) -> None:
+    """The scale phase per placement, on the stores that can run here (the others noted)."""
+    usable, report.scale_skipped = usable_stores(opts.scale_stores, sites)
+    # The control last: memory's workers share no state, so it shows what the machine allows.
+    stores = usable + ([opts.scale_control] if opts.scale_control != "none" else [])
+    if not stores:
+        return
+    for placement in opts.placements:
+        # --phase-timeout per scenario: each one runs every worker count on every store.
+        with gevent.Timeout(opts.phase_timeout * len(SCENARIOS),
+                            RuntimeError(f"scale phase ({placement}) timed out")):
+            report.scale += scale_phase(opts, cfg, sites, placement, stores)
 
 
 def on_sigterm(main_greenlet: Any) -> Any:
