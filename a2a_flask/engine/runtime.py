@@ -314,6 +314,23 @@ def wait_without_spinning(store: TaskStore, task_id: str, seq: int, timeout: flo
     store.wait(task_id, seq, timeout)
     return seq if time.monotonic() - started < timeout / 2 else None
 
+class _LogWait(Wait):
+    """A follower's wait for news in a task's log after ``seq`` (one small object per
+    parked stream, so that thousands of them cost little)."""
+
+    __slots__ = ("store", "task_id", "seq", "timeout", "idle_at")
+
+    def __init__(self, store: TaskStore, task_id: str, seq: int, timeout: float,
+                 idle_at: Optional[int]) -> None:
+        super().__init__()
+        self.store, self.task_id, self.seq = store, task_id, seq
+        self.timeout, self.idle_at = timeout, idle_at
+
+    def block(self) -> None:
+        self.idle_at = wait_without_spinning(self.store, self.task_id, self.seq,
+                                             self.timeout, self.idle_at)
+
+
 class Runtime:
     """Starts runs, applies changes, cancels, and waits on tasks for one agent."""
 
@@ -717,15 +734,11 @@ class Runtime:
                     yield None
                     idle_since = time.monotonic()
                     continue
-                def block(seq: int = after_seq, timeout: float = remaining,
-                          idle: Optional[int] = idle_at) -> Optional[int]:
-                    return wait_without_spinning(self.store, task_id, seq, timeout, idle)
-
-                parked = Wait(block)
+                parked = _LogWait(self.store, task_id, after_seq, remaining, idle_at)
                 if park_outside:
                     yield parked
                 parked.wait()  # unless the consumer did
-                idle_at = parked.result
+                idle_at = parked.idle_at
         finally:
             left = self._followed.get(task_id, 1) - 1
             if left > 0:

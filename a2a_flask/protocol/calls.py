@@ -23,22 +23,24 @@ class Wait:
     consumer blocks at the top of its own stack: a parked greenlet keeps a copy
     of the C stack it was suspended in, and each generator resumed in between
     adds to it (about 600 bytes per held stream each).  A consumer that does not
-    wait leaves the stream to block by itself when resumed.
+    wait leaves the stream to block by itself when resumed.  Subclasses say how
+    to block in :meth:`block`.
     """
 
-    __slots__ = ("_block", "done", "result")
+    __slots__ = ("done",)
 
-    def __init__(self, block: Callable[[], Any]) -> None:
-        #: A plain Python function: calling it from Python adds no C stack (3.11+).
-        self._block = block
+    def __init__(self) -> None:
         self.done = False
-        self.result: Any = None
 
     def wait(self) -> None:
         """Block until the stream may have more; only once."""
         if not self.done:
-            self.result = self._block()
             self.done = True
+            # A method of a Python class: calling it adds no C stack (CPython 3.11+).
+            self.block()
+
+    def block(self) -> None:
+        raise NotImplementedError
 
 
 #: What the server's streams yield: stream items, and waits for the consumer to make.
