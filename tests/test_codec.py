@@ -8,6 +8,7 @@ and one field violation per bad member.
 from __future__ import annotations
 
 import re
+import uuid
 from datetime import datetime, timedelta, timezone
 from typing import Any, Dict, List, Tuple
 
@@ -426,6 +427,22 @@ def test_utc_now_has_millisecond_precision_and_z():
     assert TIMESTAMP.match(stamp), stamp
     moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
     assert before <= moment <= datetime.now(timezone.utc) + timedelta(seconds=1)
+
+
+def test_utc_now_formats_each_second_once_and_never_mixes_two(monkeypatch):
+    moments = iter([100.998, 100.999, 101.0004, 3661.5])
+    monkeypatch.setattr(m.time, "time", lambda: next(moments))
+    assert [m.utc_now() for _ in range(4)] == [
+        "1970-01-01T00:01:40.998Z", "1970-01-01T00:01:40.999Z",
+        "1970-01-01T00:01:41.000Z", "1970-01-01T01:01:01.500Z"]
+
+
+def test_new_ids_are_distinct_uuid4_text():
+    ids = [m.new_id() for _ in range(5000)]
+    assert len(set(ids)) == len(ids)
+    for text in ids[:500]:
+        parsed = uuid.UUID(text)
+        assert (parsed.version, parsed.variant, str(parsed)) == (4, uuid.RFC_4122, text)
 
 
 def test_task_status_timestamp_validates_against_the_schema():

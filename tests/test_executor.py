@@ -92,6 +92,49 @@ def test_returning_none_completes_without_artifacts(make_app, store_url):
     assert "message" not in task["status"]
 
 
+def test_a_returned_value_is_logged_as_its_artifact_then_the_completion(make_app, store_url):
+    app = make_app(lambda ctx: "x", store=store_url)
+    task = run_task(app.test_client())
+    wait_run_finished(app, task["id"])
+    events = [entry.event for entry in app.extensions["a2a"]["a2a"].store.read(task["id"], 0)]
+    assert [type(e).__name__ for e in events] == [
+        "Task", "TaskArtifactUpdateEvent", "TaskStatusUpdateEvent"]
+    assert events[2].status.state is TaskState.COMPLETED
+
+
+def test_a_value_returned_after_asking_is_kept_and_the_task_waits_for_input(make_app, store_url):
+    def ask_and_draft(ctx):
+        ctx.ask("which one?")
+        return "a draft"
+
+    app = make_app(ask_and_draft, store=store_url)
+    client = app.test_client()
+    task = run_task(client)  # answered at the question; the draft follows it
+    wait_run_finished(app, task["id"])
+    task = get_task(client, task["id"])
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    assert [artifact_text(a) for a in task["artifacts"]] == ["a draft"]
+
+
+def test_a_blocking_send_answers_once_the_task_ends_not_when_the_executor_returns(
+        make_app, store_url):
+    release = threading.Event()
+
+    def complete_then_clean_up(ctx):
+        ctx.complete("done")
+        release.wait(10)  # clean-up after the answer: the caller does not wait for it
+
+    app = make_app(complete_then_clean_up, store=store_url)
+    try:
+        task = run_task(app.test_client())
+        assert task["status"]["state"] == COMPLETED
+        runtime = app.extensions["a2a"]["a2a"].service.runtime
+        assert runtime.local_run(task["id"]) is not None  # still running
+    finally:
+        release.set()
+    wait_run_finished(app, task["id"])
+
+
 def test_generator_chunks_build_one_artifact_by_appends(make_app, store_url):
     def chunks(ctx):
         for word in ("alpha ", "beta ", "gamma"):

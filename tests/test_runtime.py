@@ -36,6 +36,7 @@ from a2a_flask.engine.runtime import (
     check_transition,
     closes_stream,
 )
+from a2a_flask.protocol.calls import Wait
 from a2a_flask.stores import MemoryStore, ShelveStore
 from a2a_flask.stores.base import SequenceConflict, TaskRecord
 
@@ -565,6 +566,35 @@ def test_follow_of_a_fully_read_terminal_task_ends_at_once(store):
     started = time.monotonic()
     assert list(runtime.follow("t1", 2, heartbeat=5)) == []
     assert time.monotonic() - started < 1
+
+
+def test_follow_can_leave_its_waits_to_the_consumer(store):
+    runtime = idle_runtime(store)
+    run = new_run(runtime)
+    run.set_status(S.WORKING)
+    items = runtime.follow("t1", 2, heartbeat=5, park_outside=True)
+    parked = next(items)
+    assert isinstance(parked, Wait) and not parked.done
+    timer = threading.Timer(0.1, lambda: run.set_status(S.COMPLETED))
+    timer.start()
+    parked.wait()  # the consumer blocks here, until the update wakes it
+    assert parked.done
+    assert [i.seq for i in items if i is not None and not isinstance(i, Wait)] == [3]
+    timer.join()
+
+
+def test_a_wait_the_consumer_skips_is_made_by_the_stream_itself(store):
+    runtime = idle_runtime(store)
+    run = new_run(runtime)
+    run.set_status(S.WORKING)
+    timer = threading.Timer(0.3, lambda: run.set_status(S.COMPLETED))
+    timer.start()
+    items = list(runtime.follow("t1", 2, heartbeat=5, park_outside=True))
+    timer.join()
+    waits = [i for i in items if isinstance(i, Wait)]
+    # It blocked by itself (a few wake-ups at most), it did not spin through waits.
+    assert 1 <= len(waits) <= 5 and all(w.done for w in waits)
+    assert [i.seq for i in items if i is not None and not isinstance(i, Wait)] == [3]
 
 
 def test_store_append_conflict_is_reported(store):

@@ -299,7 +299,6 @@ class Run:
 # ------------------------------------------------------------------ runtime
 
 
-
 def wait_without_spinning(store: TaskStore, task_id: str, seq: int, timeout: float,
                           idle_at: Optional[int]) -> Optional[int]:
     """``store.wait`` for news after ``seq``, unless the last wait at this ``seq``
@@ -313,6 +312,7 @@ def wait_without_spinning(store: TaskStore, task_id: str, seq: int, timeout: flo
     started = time.monotonic()
     store.wait(task_id, seq, timeout)
     return seq if time.monotonic() - started < timeout / 2 else None
+
 
 class _LogWait(Wait):
     """A follower's wait for news in a task's log after ``seq`` (one small object per

@@ -34,7 +34,9 @@ HEADERS = {
 
 
 #: One encoder for every body and event (``json.dumps`` with options builds one per call).
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+#: No circular check: our values are trees built per answer (a cycle in an agent's own
+#: metadata still fails, as a RecursionError, which is answered as an internal error).
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
 
 
 def _json_text(value: Any) -> str:
