@@ -168,7 +168,7 @@ class A2ATestClient(A2AClient):
         while True:
             task = self.get_task(task_id)
             current = task.status.state
-            if (current in wanted) if wanted else (current.terminal or current.interrupted):
+            if (current in wanted) if wanted else current.settled:
                 return task
             if time.monotonic() >= deadline:
                 goal = ", ".join(sorted(s.name for s in wanted)) if wanted else \

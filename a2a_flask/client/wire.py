@@ -72,7 +72,7 @@ def is_final(event: Event) -> bool:
     if isinstance(event, m.Task):
         return event.status.state.terminal
     if isinstance(event, m.TaskStatusUpdateEvent):
-        return event.status.state.terminal or event.status.state.interrupted
+        return event.status.state.settled
     return False
 
 

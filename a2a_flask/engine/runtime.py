@@ -110,7 +110,7 @@ def closes_stream(event: Event, *, close_on_auth_required: bool = True) -> bool:
         return False
     if state is TaskState.AUTH_REQUIRED:
         return close_on_auth_required
-    return state.terminal or state.interrupted
+    return state.settled
 
 
 def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message:
@@ -252,7 +252,7 @@ class Run:
             if artifact is not None:
                 check_transition(current, None)
                 made.append(TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact))
-            if not (current.terminal or current.interrupted):
+            if not current.settled:
                 status = TaskStatus(state=TaskState.COMPLETED, timestamp=utc_now())
                 made.append(TaskStatusUpdateEvent(self.task_id, self.context_id, status))
             return made
@@ -291,7 +291,7 @@ class Run:
             return events(record.state)
 
         self.record = record = self.runtime.commit(self.task_id, build, self.record)
-        if record.state.terminal or record.state.interrupted:
+        if record.state.settled:
             self.settled.set()
         return record.task
 
@@ -610,7 +610,7 @@ class Runtime:
         """Fail a task whose runner stopped renewing its lease (killed worker, lost host)."""
         def build(current: TaskRecord) -> List[Event]:
             state = current.state
-            if state.terminal or state.interrupted or task_id in self._runs:
+            if state.settled or task_id in self._runs:
                 return []
             message = agent_message(
                 "The worker running this task stopped (its lease expired); the task failed "
@@ -676,7 +676,7 @@ class Runtime:
                 raise TaskNotFoundError(metadata={"taskId": task_id})
             seq, state = head
             remaining = deadline - time.monotonic()
-            if state.terminal or state.interrupted or remaining <= 0:
+            if state.settled or remaining <= 0:
                 record = self.store.load(task_id)
                 if record is None:
                     raise TaskNotFoundError(metadata={"taskId": task_id})

@@ -318,7 +318,7 @@ class AgentService:
             if started.reply is not None:
                 return started.reply
             settled = started.record
-            if settled is not None and (settled.state.terminal or settled.state.interrupted):
+            if settled is not None and settled.state.settled:
                 # What the run wrote last: a terminal task never changes again, and an
                 # interrupted one is what a later wait would answer too.
                 return view(settled.task, history_length)

@@ -96,6 +96,12 @@ class TaskState(str, enum.Enum):
         """Paused until the client (or an out-of-band credential) answers."""
         return self in INTERRUPTED_STATES
 
+    @property
+    def settled(self) -> bool:
+        """Terminal or interrupted: the agent has said what it will say for this turn
+        (a blocking send answers, a stream of this turn ends)."""
+        return self in TERMINAL_STATES or self in INTERRUPTED_STATES
+
 
 TERMINAL_STATES = frozenset(
     {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}

@@ -169,7 +169,7 @@ class PushDispatcher:
                 self._deliver_entries(task_id, due, renderers, retry_at,
                                       lambda: self._renew(key, owner))
                 idle_at = None
-            elif not pending and (record.state.terminal or record.state.interrupted):
+            elif not pending and record.state.settled:
                 return  # all caught up; a continuation starts a new drain
             else:
                 # Wait for new events, or for the next retry.
