@@ -302,15 +302,12 @@ def _dataclass_decoder(cls: type) -> Decoder:
                 if required:
                     errors.append((_join(path, wire), "is required"))
                 continue
-            where = f"{path}.{wire}" if path else wire
-            if required:
-                known = len(errors)
-                decoded = member(raw, where, errors)
-                if len(errors) == known and (
-                        decoded == "" or decoded == [] or _is_unspecified(decoded)):
-                    errors.append((where, "must not be empty or unspecified"))
-            else:
-                decoded = member(raw, where, errors)
+            where = _join(path, wire)
+            known = len(errors)
+            decoded = member(raw, where, errors)
+            if required and len(errors) == known and (
+                    decoded == "" or decoded == [] or _is_unspecified(decoded)):
+                errors.append((where, "must not be empty or unspecified"))
             kwargs[attr] = decoded
         return cls(**kwargs)
 

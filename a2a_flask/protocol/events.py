@@ -21,8 +21,8 @@ def _replaced(model: M, **changes: Any) -> M:
     """A shallow copy of a model with some members changed.
 
     What ``dataclasses.replace`` does for these plain dataclasses (no
-    ``__post_init__``, no init-only fields), at a fifth of its cost: it runs once
-    or twice per event, and a streamed artifact is many events.
+    ``__post_init__``, no init-only fields), at half its cost: it runs once or
+    twice per event, and a streamed artifact is many events.
     """
     copy = object.__new__(type(model))
     copy.__dict__.update(model.__dict__, **changes)
