@@ -826,7 +826,8 @@ class ScaleResult:
             return "MISS (errors)"
         if self.ratio(2) >= TARGET_SCALE:
             return "PASS"
-        return f"n/a: {self.limit()}" if self.limit() else "MISS"
+        limit = self.limit()
+        return f"n/a: {limit}" if limit else "MISS"
 
 
 PLACEMENT_TEXT = {
