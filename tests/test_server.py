@@ -781,6 +781,26 @@ def test_sse_headers_arrive_before_a_late_first_event(sse_any):
     assert [kind(r) for r in stream.results] == ["task", "artifact", "COMPLETED"]
 
 
+def _first_chunk(port: int, message: Dict[str, Any]) -> bytes:
+    """The payload of the first body chunk of a SendStreamingMessage answer, as sent."""
+    with RawConnection(port) as conn:
+        conn.send("SendStreamingMessage", {"message": message}, close=True)
+        raw = conn.file.read()
+    body = raw.partition(b"\r\n\r\n")[2]
+    size_line, _, rest = body.partition(b"\r\n")
+    return rest[:int(size_line.split(b";")[0], 16)]
+
+
+def test_a_prompt_first_event_leaves_with_the_headers_a_late_one_after_an_opening(sse_server):
+    """Under gevent the executor gets its turn before anything is written: an agent
+    that makes its task at once has that event as the first write (no comment before
+    it); one that thinks first has the opening comment sent at once instead."""
+    prompt = _first_chunk(sse_server.port, msg("tck-complete-task"))
+    assert prompt.startswith(b"id: 1\ndata: "), prompt[:80]
+    late = _first_chunk(sse_server.port, msg("slow-start"))
+    assert late == b": stream open\n\n"
+
+
 def test_stream_errors_before_the_first_event_are_plain_json(sse_any):
     unknown = requests.post(sse_any.url + "/a2a", json=rpc_body("SubscribeToTask", {"id": "nope"}, "e1"),
                             headers=V1, timeout=10)

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Union
 
+from ..concurrency import cooperate
 from ..protocol.calls import CallContext, ServedItem, StreamContext, StreamItem, Wait
 from ..protocol.errors import (
     ContentTypeNotSupportedError,
@@ -365,8 +366,13 @@ class AgentService:
         return self._run_started(started, history_length)
 
     def _run_started(self, run: Run, history_length: Optional[int]) -> Iterator[ServedItem]:
-        while not run.decided.wait(self.keepalive):
-            yield None
+        if not run.decided.is_set():
+            # The executor's first turn: most make their task (or reply) at once, and
+            # the first event then leaves with the headers instead of after them.
+            cooperate()
+        while not run.decided.is_set():
+            yield None  # the headers (then keep-alives) leave while the agent thinks
+            run.decided.wait(self.keepalive)
         if run.error is not None:
             raise run.error
         if run.reply is not None:
