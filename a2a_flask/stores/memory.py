@@ -31,7 +31,10 @@ class MemoryStore(TaskStore):
 
     def __init__(self) -> None:
         self._records: Dict[str, TaskRecord] = {}
-        self._logs: Dict[str, List[LogEntry]] = {}
+        #: Each task's events in order: the event of sequence number ``n`` is at ``n - 1``.
+        #: Entries are made on read: a stored event is then one object fewer for the
+        #: garbage collector to walk on every full collection (a stream stores many).
+        self._logs: Dict[str, List[Event]] = {}
         self._push: Dict[str, Dict[str, PushTarget]] = {}
         self._leases: Dict[str, Tuple[str, float]] = {}
         self._claims: Dict[str, Tuple[str, float]] = {}
@@ -43,7 +46,7 @@ class MemoryStore(TaskStore):
             if record.task.id in self._records:
                 raise SequenceConflict(record.task.id)
             self._records[record.task.id] = record
-            self._logs[record.task.id] = [LogEntry(record.seq, first_event)]
+            self._logs[record.task.id] = [first_event]
         self._notifier.notify(record.task.id)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
@@ -54,11 +57,8 @@ class MemoryStore(TaskStore):
             record = self._records[task_id]
             if record.seq != expected_seq:
                 raise SequenceConflict(task_id)
-            log = self._logs[task_id]
-            seq = expected_seq
-            for event in events:
-                seq += 1
-                log.append(LogEntry(seq, event))
+            self._logs[task_id].extend(events)
+            seq = expected_seq + len(events)
             # Records are replaced, never mutated: readers may hold the old one.
             self._records[task_id] = TaskRecord(
                 task, seq, record.tenant, record.owner, record.dialect, record.created_at
@@ -68,8 +68,8 @@ class MemoryStore(TaskStore):
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         log = self._logs.get(task_id, [])
-        # Sequence numbers are dense and start at 1, so the index is seq - 1.
-        return log[max(after_seq, 0):]
+        start = max(after_seq, 0)
+        return [LogEntry(seq, event) for seq, event in enumerate(log[start:], start + 1)]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         with self._notifier.ticket(task_id) as ticket:
