@@ -48,8 +48,13 @@ class _Body:
         self.chunked = False
 
     def read1(self, amt: int = -1) -> bytes:
-        if not self._buffer:
-            self._buffer = next(self._chunks, b"")
+        while not self._buffer:
+            # An empty chunk is not the end: WSGI allows them (streams send one before
+            # they wait), and servers skip them.
+            chunk = next(self._chunks, None)
+            if chunk is None:
+                return b""
+            self._buffer = chunk
         if amt is None or amt < 0:
             amt = len(self._buffer)
         out, self._buffer = self._buffer[:amt], self._buffer[amt:]

@@ -29,7 +29,7 @@ error (-32600, id null).
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from flask import Response, request
 
@@ -67,6 +67,11 @@ def error_body(exc: A2AError, request_id: Any = None) -> Dict[str, Any]:
         "id": request_id,
         "error": {"code": exc.code, "message": exc.message, "data": exc.details()},
     }
+
+
+def result_body(request_id: Any, result: Any) -> Dict[str, Any]:
+    """A JSON-RPC success response object."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 class _Call:
@@ -208,18 +213,12 @@ def _handle(service: AgentService, auth: Authentication, note: CallNote) -> Resp
             note.code = exc.code
             return _error_stream(error_body(exc, request_id), headers)
         if answering.streaming:
-            rid = request_id
             render_event = (answering.stream_renderer or dialect.stream_renderer)(
                 service.stream_context())
-            return event_stream(
-                result,
-                lambda item: _envelope(rid, render_event(item)),
-                lambda exc: error_body(exc, rid),
-                headers,
-            )
+            enveloped = _Enveloped(request_id, render_event)
+            return event_stream(result, enveloped.event, enveloped.error, headers)
         note.result(result)
-        return _json({"jsonrpc": "2.0", "id": request_id, "result": answering.render(result)},
-                     headers)
+        return _json(result_body(request_id, answering.render(result)), headers)
     except A2AError as exc:
         note.code = exc.code
         return _json(error_body(exc, getattr(exc, "request_id", request_id)),
@@ -239,7 +238,21 @@ def _error_stream(body: Dict[str, Any], headers: Dict[str, str]) -> Response:
                     headers={**SSE_HEADERS, **headers})
 
 
-def _envelope(request_id: Any, result: Any) -> Optional[Dict[str, Any]]:
-    if result is None:
-        return None
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+class _Enveloped:
+    """A stream's events (and its error) in the call's JSON-RPC envelope.
+
+    One small object rather than two closures: a parked stream holds it, and
+    thousands of parked streams hold thousands of them.
+    """
+
+    __slots__ = ("request_id", "render_event")
+
+    def __init__(self, request_id: Any, render_event: Callable[[Any], Optional[Any]]) -> None:
+        self.request_id, self.render_event = request_id, render_event
+
+    def event(self, item: Any) -> Optional[Dict[str, Any]]:
+        result = self.render_event(item)
+        return None if result is None else result_body(self.request_id, result)
+
+    def error(self, exc: A2AError) -> Dict[str, Any]:
+        return error_body(exc, self.request_id)

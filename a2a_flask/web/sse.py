@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 from flask import Response
 
-from ..observe.calls import stream_note
+from ..observe.calls import StreamNote, stream_note
 from ..protocol.errors import A2AError, InternalError
 from ..protocol.calls import ServedItem, Wait
 
@@ -25,7 +25,8 @@ KEEPALIVE = b": keep-alive\n\n"
 #: Most events sent in one write: a stream catching up on a long log holds at most
 #: this many rendered events (a reader that stops reading makes the write wait).
 MAX_BATCH = 64
-#: Sent first so that the status line and headers leave at once, before any event.
+#: Sent first when a stream pauses before its first event, so that the status line
+#: and headers leave at once.
 OPENING = b": stream open\n\n"
 HEADERS = {
     "Cache-Control": "no-cache",
@@ -91,6 +92,67 @@ def parse_last_event_id(raw: Optional[str]) -> Optional[int]:
     return int(raw) if _EVENT_ID.fullmatch(raw) else None
 
 
+def _body(items: Iterable[ServedItem], render: Callable[[Any], Optional[Any]],
+          render_error: Callable[[A2AError], Any], note: StreamNote) -> Iterator[bytes]:
+    """The chunks of a stream's body (see :func:`event_stream`).
+
+    A module-level generator, not a closure: a parked stream then holds no
+    function object and no cells of its own, only this generator's frame.
+    """
+    note.opened()
+    reason = "finished"
+    # Events that are ready together leave in one write; a pause (None)
+    # sends them, or a comment when there is nothing to send.  The status line
+    # and headers leave with the first write: the first event when it is ready
+    # at once (one write fewer before it), the opening comment otherwise.
+    pending: List[bytes] = []
+    opened = False
+    try:
+        for item in items:
+            if isinstance(item, Wait):
+                if not opened:  # about to park: let the client know the stream is open
+                    opened = True
+                    yield OPENING
+                # The server keeps the last chunk it wrote until the next one comes;
+                # an empty one (which servers skip) lets the rendered events go.
+                yield b""
+                item.wait()  # parked here, with none of the stream's generators on the stack
+            elif item is not None:
+                data = render(item)
+                if data is not None:
+                    pending.append(frame(data, item[0]))
+                    if len(pending) >= MAX_BATCH:  # a long backlog: bounded writes
+                        opened = True
+                        yield b"".join(pending)
+                        pending.clear()
+                # Parked streams are many: keep no rendered event alive in between.
+                data = item = None
+            elif pending:
+                opened = True
+                yield b"".join(pending)
+                pending.clear()
+            else:
+                yield KEEPALIVE if opened else OPENING
+                opened = True
+        if pending:
+            yield b"".join(pending)
+    except A2AError as exc:
+        reason = "error"
+        yield b"".join(pending) + frame(render_error(exc), event="error")
+    except GeneratorExit:
+        reason = "client"
+        raise  # the client went away: only this subscription ends
+    except Exception:
+        reason = "error"
+        log.exception("stream failed")
+        yield b"".join(pending) + frame(render_error(InternalError()), event="error")
+    finally:
+        note.closed(reason)
+        close = getattr(items, "close", None)
+        if close is not None:
+            close()
+
+
 def event_stream(
     items: Iterable[ServedItem],
     render: Callable[[Any], Optional[Any]],
@@ -102,52 +164,7 @@ def event_stream(
     ``render`` makes the data of one event (None skips it); ``render_error``
     makes the data of the single error event sent if the stream fails midway.
     """
-
-    note = stream_note()
-
-    def body() -> Iterator[bytes]:
-        note.opened()
-        reason = "finished"
-        yield OPENING
-        # Events that are ready together leave in one write; a pause (None)
-        # sends them, or a keep-alive comment when there is nothing to send.
-        pending: List[bytes] = []
-        try:
-            for item in items:
-                if isinstance(item, Wait):
-                    item.wait()  # parked here, with none of the stream's generators on the stack
-                elif item is not None:
-                    data = render(item)
-                    if data is not None:
-                        pending.append(frame(data, item[0]))
-                        if len(pending) >= MAX_BATCH:  # a long backlog: bounded writes
-                            yield b"".join(pending)
-                            pending.clear()
-                    # Parked streams are many: keep no rendered event alive in between.
-                    data = item = None
-                elif pending:
-                    yield b"".join(pending)
-                    pending.clear()
-                else:
-                    yield KEEPALIVE
-            if pending:
-                yield b"".join(pending)
-        except A2AError as exc:
-            reason = "error"
-            yield b"".join(pending) + frame(render_error(exc), event="error")
-        except GeneratorExit:
-            reason = "client"
-            raise  # the client went away: only this subscription ends
-        except Exception:
-            reason = "error"
-            log.exception("stream failed")
-            yield b"".join(pending) + frame(render_error(InternalError()), event="error")
-        finally:
-            note.closed(reason)
-            close = getattr(items, "close", None)
-            if close is not None:
-                close()
-
-    response = Response(body(), mimetype="text/event-stream", headers={**HEADERS, **(headers or {})})
+    response = Response(_body(items, render, render_error, stream_note()),
+                        mimetype="text/event-stream", headers={**HEADERS, **(headers or {})})
     response.direct_passthrough = True
     return response
