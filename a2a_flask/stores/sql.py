@@ -57,7 +57,7 @@ from .base import (
     outages_as_unavailable,
 )
 from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
-from .sql_listen import Listener
+from .sql_listen import Listener, load_driver
 from .sql_schema import create_all, make_metadata, metadata
 
 log = logging.getLogger("a2a_flask.stores.sql")
@@ -255,6 +255,8 @@ class SQLStore(TaskStore):
             raise StoreError(f"the SQL store runs on PostgreSQL or MySQL/MariaDB, "
                              f"not {self.dialect}")
         self.postgres = self.dialect == "postgresql"
+        if self.postgres:
+            load_driver()  # the LISTEN connection's driver, imported before any greenlet waits
         self.schema = schema
         self._owns_engine = owns_engine
         self._explicit = explicit_transactions

@@ -13,6 +13,7 @@ another driver (say psycopg2) gets a pg8000 listener on the same URL.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import select
@@ -26,6 +27,19 @@ log = logging.getLogger("a2a_flask.stores.sql")
 
 #: How long the listener sleeps in ``select`` before it checks whether it should stop.
 IDLE_CHECK = 1.0
+
+
+def load_driver() -> None:
+    """Import pg8000 now, while the store is built at start-up.
+
+    Imported later by the first waiter's listener, it would hold the gevent hub
+    for as long as the import reads the disk (over 0.1 s in a fresh install
+    without bytecode caches).
+    """
+    try:
+        importlib.import_module("pg8000")
+    except ImportError:
+        pass  # the listener says so when it first connects
 
 
 def _has_buffered_input(connection: Any) -> bool:
