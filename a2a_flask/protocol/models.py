@@ -100,13 +100,14 @@ class TaskState(str, enum.Enum):
     def settled(self) -> bool:
         """Terminal or interrupted: the agent has said what it will say for this turn
         (a blocking send answers, a stream of this turn ends)."""
-        return self in TERMINAL_STATES or self in INTERRUPTED_STATES
+        return self in SETTLED_STATES
 
 
 TERMINAL_STATES = frozenset(
     {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
 )
 INTERRUPTED_STATES = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
+SETTLED_STATES = TERMINAL_STATES | INTERRUPTED_STATES
 
 
 class Role(str, enum.Enum):
