@@ -3,6 +3,8 @@ engines, tables and migrations, appends without rewrites, the pool, wake-ups acr
 from __future__ import annotations
 
 import dataclasses
+import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -214,6 +216,111 @@ def test_new_mysql_connections_share_one_tls_context_built_at_start():
     finally:
         store.close()
         drop_sql_database("mariadb", name)
+
+
+@pytest.fixture
+def watch_pg8000(monkeypatch):
+    """``watch_pg8000()`` starts recording the ``ssl_context`` of each pg8000 connect
+    (the list it returns) and failing any load of the CA bundle."""
+    pg8000 = pytest.importorskip("pg8000")
+
+    def watch():
+        calls, connect = [], pg8000.connect
+
+        def spy(*args, **kwargs):
+            calls.append(kwargs.get("ssl_context"))
+            return connect(*args, **kwargs)
+
+        def no_ca_files(*args, **kwargs):
+            raise AssertionError("ssl.create_default_context() read the CA files on the hub")
+
+        monkeypatch.setattr(pg8000, "connect", spy)
+        monkeypatch.setattr(ssl, "create_default_context", no_ca_files)
+        return calls
+
+    return watch
+
+
+@pytest.fixture
+def pg8000_url(request) -> str:
+    """A store URL on a fresh PostgreSQL schema, with the pg8000 driver."""
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    request.addfinalizer(lambda: drop_sql_database("postgresql", name))
+    return sql_test_url("postgresql", name).replace("postgresql://", "postgresql+pg8000://", 1)
+
+
+def test_new_pg8000_connections_load_no_ca_files_and_remember_a_refusal(pg8000_url, watch_pg8000):
+    """pg8000 given no TLS settings built a default context (30-40 ms of CPU reading
+    the CA bundle, holding a gevent worker's hub) for every new connection.  The
+    store's engine tries TLS with one shared context, and once this server (which
+    has none) refused, connects in plain text without asking again."""
+    from a2a_flask.stores.sql_tls import unverified_context
+
+    pg8000_calls = watch_pg8000()
+    store = open_store(pg8000_url)
+    try:
+        first, second = store.engine.connect(), store.engine.connect()  # two new ones
+        first.close()
+        second.close()
+        assert pg8000_calls[0] is unverified_context()  # asked: refused
+        assert pg8000_calls[1:] == [False, False]  # the fallback, then the second one
+        assert unverified_context().verify_mode == ssl.CERT_NONE  # as pg8000's own
+    finally:
+        store.close()
+
+
+def test_the_listeners_own_pg8000_connection_loads_no_ca_files(watch_pg8000):
+    """A store on another driver gets a pg8000 LISTEN connection of its own."""
+    pytest.importorskip("psycopg")
+    from a2a_flask.stores.sql_listen import Listener
+    from a2a_flask.stores.sql_tls import unverified_context
+
+    engine = sa.create_engine(sql_admin("postgresql").url.set(drivername="postgresql+psycopg"))
+    listener = Listener(engine, "a2a_tls_test", wake=lambda payload: None, stopped=lambda: True)
+    pg8000_calls = watch_pg8000()
+    connection = listener._open()
+    connection.close()
+    engine.dispose()
+    assert pg8000_calls == [unverified_context(), False]  # asked, refused, plain text
+
+
+def test_pg8000_encrypts_with_the_shared_context_when_the_server_offers_tls(tmp_path, watch_pg8000):
+    """The other side of "prefer": a server that answers the SSL request with ``S``
+    gets a TLS handshake on the shared context (nothing verified, as pg8000's
+    default).  The server here is a stand-in that stops after the handshake."""
+    from a2a_flask.stores.sql_tls import share_one_tls_context_pg8000, unverified_context
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=stand-in", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True, timeout=30)
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(str(cert), str(key))
+    listening = socket.create_server(("127.0.0.1", 0))
+    listening.settimeout(10)
+    handshakes = []
+
+    def stand_in():
+        conn, _ = listening.accept()
+        conn.settimeout(10)
+        assert len(conn.recv(8)) == 8  # the SSLRequest
+        conn.sendall(b"S")
+        with server_side.wrap_socket(conn, server_side=True) as tls:
+            handshakes.append(tls.version())
+
+    thread = threading.Thread(target=stand_in, daemon=True)
+    thread.start()
+    port = listening.getsockname()[1]
+    engine = sa.create_engine(f"postgresql+pg8000://user@127.0.0.1:{port}/db",
+                              poolclass=sa.pool.NullPool, connect_args={"timeout": 10})
+    share_one_tls_context_pg8000(engine)
+    pg8000_calls = watch_pg8000()
+    with pytest.raises(sa.exc.DBAPIError):  # the stand-in hangs up after the handshake
+        engine.connect()
+    thread.join(10)
+    listening.close()
+    assert handshakes and handshakes[0].startswith("TLS")
+    assert pg8000_calls == [unverified_context()]
 
 
 def test_an_exhausted_pool_answers_store_unavailable_instead_of_hanging(sql_url):

@@ -59,6 +59,7 @@ from .base import (
 from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
 from .sql_listen import Listener, load_driver
 from .sql_schema import create_all, make_metadata, metadata
+from .sql_tls import share_one_tls_context_pg8000, share_one_tls_context_pymysql
 
 log = logging.getLogger("a2a_flask.stores.sql")
 
@@ -140,7 +141,9 @@ def open_sql_store(url: str) -> "SQLStore":
                          "(pip install 'a2a-flask[sql]')") from None
     ping_when_idle(engine, PING_AFTER)
     if driver == "pymysql":
-        share_one_tls_context(engine)
+        share_one_tls_context_pymysql(engine)
+    elif driver == "pg8000":
+        share_one_tls_context_pg8000(engine)
     return SQLStore(engine, schema=schema, owns_engine=True, explicit_transactions=True)
 
 
@@ -172,39 +175,6 @@ def ping_when_idle(engine: Engine, idle: float) -> None:
     event.listen(engine, "connect", mark)
     event.listen(engine, "checkin", mark)
     event.listen(engine, "checkout", check)
-
-
-def share_one_tls_context(engine: Engine) -> None:
-    """Give every PyMySQL connection of ``engine`` one TLS context, built now.
-
-    Without TLS options PyMySQL (1.2 and later) tries TLS first and builds a
-    fresh context for each new connection, loading the system's CA files:
-    40 ms and more of CPU that would hold a gevent worker's hub each time the
-    pool grows.  The shared context is the one it would build (encrypt if the
-    server can, verify nothing: the URL asked for no TLS); connections given
-    TLS options keep their own.
-    """
-    import importlib
-    import ssl
-
-    from sqlalchemy import event
-
-    # Imported by name: PyMySQL ships no type information.
-    Connection: Any = importlib.import_module("pymysql.connections").Connection
-
-    shared = ssl.create_default_context()
-    shared.check_hostname = False
-    shared.verify_mode = ssl.CERT_NONE
-    shared.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
-
-    class _Connection(Connection):  # type: ignore[misc]
-        def _create_ssl_ctx(self, sslp: Any) -> Any:
-            return shared if sslp == {} else super()._create_ssl_ctx(sslp)
-
-    def connect(dialect: Any, record: Any, cargs: Any, cparams: Any) -> Any:
-        return _Connection(*cargs, **cparams)
-
-    event.listen(engine, "do_connect", connect)
 
 
 def _head_suffix(seq: int, terminal: bool) -> str:

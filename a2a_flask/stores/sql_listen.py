@@ -23,6 +23,8 @@ from typing import Any, Callable, Optional
 
 import sqlalchemy as sa
 
+from .sql_tls import share_one_tls_context_pg8000
+
 log = logging.getLogger("a2a_flask.stores.sql")
 
 #: How long the listener sleeps in ``select`` before it checks whether it should stop.
@@ -79,6 +81,7 @@ class Listener:
             engine = sa.create_engine(self._url.set(drivername="postgresql+pg8000", query={}),
                                       poolclass=sa.pool.NullPool,
                                       connect_args={"timeout": 10})
+            share_one_tls_context_pg8000(engine)
         raw = engine.raw_connection()
         connection = raw.driver_connection
         assert connection is not None  # a fresh checkout always has one
