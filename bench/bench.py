@@ -63,6 +63,8 @@ TARGET_HELD_RATIO = 1.0
 TARGET_FIRST_EVENT_MS = 0.8
 
 PHASES = ("held", "json", "sse", "ttfe", "wrk")
+#: The servers' garbage-collector setting (``--gc-full-every``), reported with the results.
+GC_SETTING = "FLASK_A2A_GC_FULL_EVERY"
 
 
 class ProtocolError(Exception):
@@ -132,6 +134,9 @@ def parse_args(argv: Optional[List[str]] = None) -> Config:
     p.add_argument("--noise-retries", type=int, default=2, help="extra attempts for a noisy run pair")
     p.add_argument("--quiet-wait", type=float, default=20.0,
                    help="before each run, wait at most this long for other processes to go quiet")
+    p.add_argument("--gc-full-every", type=int, default=None, metavar="N",
+                   help="serve with A2A_GC_FULL_EVERY=N (full garbage collections after N "
+                        "middle ones; default: as the environment says, else Python's own)")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="print only the final table")
     a = p.parse_args(argv)
@@ -143,6 +148,10 @@ def parse_args(argv: Optional[List[str]] = None) -> Config:
         p.error(f"unknown phase(s): {', '.join(sorted(unknown))}")
     if a.duration <= 0 or a.repeat < 1 or a.streams < 1 or a.chunks < 1:
         p.error("--duration, --repeat, --streams and --chunks must be positive")
+    if a.gc_full_every is not None:
+        if a.gc_full_every < 0:
+            p.error("--gc-full-every must be >= 0")
+        os.environ[GC_SETTING] = str(a.gc_full_every)  # the servers inherit it
     return Config(
         duration=a.duration, repeat=a.repeat, warmup=a.warmup, concurrency=_ints(a.concurrency),
         sse_concurrency=_ints(a.sse_concurrency), chunks=a.chunks, ttfe_samples=a.ttfe_samples,
@@ -1254,6 +1263,7 @@ def environment(server: Optional[BenchServer], cfg: Config, client_cpus: List[in
         "loadavg_at_start": Path("/proc/loadavg").read_text().split()[:3],
         "server_cpus": server.worker_affinity() if server else [],
         "client_cpus": client_cpus, "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
+        "gc_full_every": os.environ.get(GC_SETTING) or "0 (Python's own)",
     }
 
 
@@ -1282,7 +1292,8 @@ def print_report(results: Results) -> None:
     print(f"\na2a_flask {env.get('a2a_flask')} at {env.get('git')}; Python {env.get('python')}, "
           f"gunicorn {env.get('gunicorn')}, gevent {env.get('gevent')}, Flask {env.get('flask')}; "
           f"{env.get('cpu_model')}, worker on CPUs {env.get('server_cpus')}, "
-          f"load generator on CPUs {env.get('client_cpus')}\n")
+          f"load generator on CPUs {env.get('client_cpus')}; "
+          f"A2A_GC_FULL_EVERY={env.get('gc_full_every')}\n")
     print(render_table(results.rows()))
     if results.comparisons:
         print()

@@ -3,7 +3,8 @@
 An echo agent that streams an artifact in two chunks, on the store named by
 ``FLASK_A2A_STORE``, plus ``GET /probe/heap``: the worker waits until none of its
 tasks runs, collects garbage and answers the size of its traced heap, with
-the same filter as the in-process probe (``memory_probe.heap_bytes``).  The
+the same filter as the in-process probe (``memory_probe.heap_bytes``), and its
+garbage collector's thresholds.  The
 first call starts tracing (a heap traced since start-up would take the worker
 too long to snapshot), so measure from the second call on.
 """
@@ -56,7 +57,7 @@ def heap() -> Dict[str, Any]:
         for stat in snapshot.compare_to(_last, "traceback")[:8]]
     _last = snapshot
     return {"heap": sum(t.size for t in snapshot.traces), "running": len(runtime._runs),
-            "top": top}
+            "top": top, "gc_threshold": gc.get_threshold()}
 
 
 _last: Any = None

@@ -8,6 +8,7 @@ stream rule are checked by their effect on requests, not by the parsed value.
 """
 from __future__ import annotations
 
+import gc
 import os
 from typing import Any, Dict, Iterator, List, Tuple
 
@@ -181,6 +182,7 @@ def test_a_bad_value_names_key_value_and_what_is_accepted(clean_env):
     ("A2A_LEASE_TTL", "0", "> 0"), ("A2A_SSE_KEEPALIVE", "-1", "> 0"),
     ("A2A_MAX_PARTS", "0", ">= 1"), ("A2A_MAX_HISTORY", "-1", ">= 0"),
     ("A2A_TASK_TTL", "-5", ">= 0"), ("A2A_CARD_MAX_AGE", "-1", ">= 0"),
+    ("A2A_GC_FULL_EVERY", "-1", ">= 0"),
 ])
 def test_range_checks_stay(key, value, rule, clean_env):
     with pytest.raises(ValueError, match=f"{key} must be {rule}"):
@@ -312,6 +314,35 @@ def test_the_issue_case_over_real_gunicorn():
     # A misspelling stops the worker from booting, and the log says why.
     with pytest.raises(RuntimeError, match=r"ValueError: A2A_INSPECTOR='flase' is not a valid"):
         Server("examples.echo_agent:app", env={"FLASK_A2A_INSPECTOR": "flase"})
+
+
+@pytest.fixture
+def gc_threshold() -> Iterator[Tuple[int, int, int]]:
+    """The collector's thresholds as they were; put back afterwards."""
+    before = gc.get_threshold()
+    yield before
+    gc.set_threshold(*before)
+
+
+def test_gc_full_every_raises_only_the_full_threshold(gc_threshold, clean_env):
+    young, middle, _ = gc_threshold
+    gc.set_threshold(young, middle, 10)
+    build(env={"FLASK_A2A_GC_FULL_EVERY": "1000"}, monkeypatch=clean_env)
+    assert gc.get_threshold() == (young, middle, 1000)
+    # A smaller value (another agent's, say) never lowers it; 0 leaves it alone.
+    build({"A2A_GC_FULL_EVERY": 50}, monkeypatch=clean_env)
+    build(monkeypatch=clean_env)
+    assert gc.get_threshold() == (young, middle, 1000)
+
+
+def test_gc_full_every_applies_in_a_gunicorn_worker():
+    import requests
+
+    from .helpers import Server
+
+    with Server("tests.memory_app:app", env={"FLASK_A2A_GC_FULL_EVERY": "500"}) as server:
+        answer = requests.get(server.url + "/probe/heap", timeout=30).json()
+    assert answer["gc_threshold"][2] == 500, answer
 
 
 def test_webhook_policy_from_config_reads_by_type_too():

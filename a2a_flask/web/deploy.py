@@ -1,7 +1,8 @@
-"""Facts about the server process we run in, for start-up warnings."""
+"""Facts about the server process we run in (for start-up warnings), and its tuning."""
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shlex
 import signal
@@ -104,3 +105,19 @@ def gunicorn_workers() -> Optional[int]:
     if found is None and os.environ.get("WEB_CONCURRENCY", "").isdigit():
         found = int(os.environ["WEB_CONCURRENCY"])
     return found if found is not None else 1
+
+
+def collect_fully_every(middle_collections: int) -> None:
+    """Let Python's full garbage collection wait for ``middle_collections`` collections of
+    the middle generation (``A2A_GC_FULL_EVERY``; Python waits for 10).
+
+    A store in memory keeps every task's events as objects for as long as the task
+    is kept, and each full pass walks all of them although refcounting already frees
+    them (they form no cycles): measured on a gevent worker streaming from the memory
+    store, full passes took about a fifth of its time.  Young garbage is collected
+    as before; only cycles that outlived two collections wait longer.  The setting
+    only ever raises the threshold, so the largest value asked for wins.
+    """
+    young, middle, full = gc.get_threshold()
+    if middle_collections > full:
+        gc.set_threshold(young, middle, middle_collections)

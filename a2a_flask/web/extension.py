@@ -27,7 +27,7 @@ from ..push.delivery import PushDispatcher, RetryPolicy
 from ..push.guard import WebhookPolicy
 from ..push.transport import WebhookTransport
 from ..engine.runtime import Run, Runtime
-from .deploy import gunicorn_workers, on_worker_shutdown
+from .deploy import collect_fully_every, gunicorn_workers, on_worker_shutdown
 from .headers import BODY_LIMIT_KEY, BODY_TIMEOUT_KEY
 from ..engine.service import AgentService, ExtendedCard, Limits
 from ..stores import MemoryStore, TaskStore, open_store
@@ -159,6 +159,8 @@ class A2A:
             raise RuntimeError(f"an A2A agent named {self.name!r} is already registered; "
                                "pass name=... to give each agent its own")
         settings = Settings.from_config(app.config, **self._overrides)
+        if settings.gc_full_every:
+            collect_fully_every(settings.gc_full_every)
         auth = Authentication(self.authenticators, required=settings.auth_required)
         card = with_security(self.card, auth)
         auth.declared = card.security_schemes
