@@ -25,7 +25,9 @@ def _replaced(model: M, **changes: Any) -> M:
     twice per event, and a streamed artifact is many events.
     """
     copy = object.__new__(type(model))
-    copy.__dict__.update(model.__dict__, **changes)
+    members = copy.__dict__
+    members.update(model.__dict__)
+    members.update(changes)
     return copy
 
 
@@ -52,6 +54,10 @@ def _with_status_message(task: Task) -> List[Message]:
 
 def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -> List[Artifact]:
     incoming = event.artifact
+    if event.append and artifacts and artifacts[-1].artifact_id == incoming.artifact_id:
+        # A streamed chunk of the newest artifact: the common case, without the search.
+        last = artifacts[-1]
+        return artifacts[:-1] + [_replaced(last, parts=last.parts + incoming.parts)]
     for index, existing in enumerate(artifacts):
         if existing.artifact_id == incoming.artifact_id:
             merged = (
