@@ -187,6 +187,32 @@ def test_chunks_of_different_artifacts_stay_apart():
         ("a", ["a1", "a2"]), ("b", ["b1", "b2"])]
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_apply_events_folds_as_apply_event_does_one_at_a_time(seed):
+    """Runs of appended chunks join their artifact in one step; the snapshot is the one
+    the events make one by one, whatever the mix (fixed seeds, so failures repeat)."""
+    import random
+
+    from a2a_flask.protocol.events import apply_events
+
+    rng = random.Random(seed)
+    events = []
+    for number in range(rng.randint(0, 30)):
+        kind = rng.random()
+        if kind < 0.7:
+            events.append(chunk(rng.choice("abc"), f"p{number}", append=rng.random() < 0.8))
+        elif kind < 0.85:
+            events.append(status(rng.choice([S.WORKING, S.INPUT_REQUIRED]), msg(f"s{number}")))
+        else:
+            events.append(msg(f"u{number}", Role.USER))
+    start = task(artifacts=[Artifact(artifact_id="a", parts=[Part(text="old")])])
+    one_by_one = start
+    for event in events:
+        one_by_one = apply_event(one_by_one, event)
+    assert apply_events(start, events) == one_by_one
+    assert texts(start.artifacts[0].parts) == ["old"]  # the input is left untouched
+
+
 def test_apply_event_leaves_the_input_task_untouched():
     before = task(S.INPUT_REQUIRED, message=msg("q"), history=[msg("hi", Role.USER)],
                   artifacts=[Artifact(artifact_id="a", parts=[Part(text="x")])])

@@ -158,7 +158,10 @@ class TaskContext:
         With ``append=True`` and no ``artifact_id`` the chunk extends the artifact
         emitted last (the first chunk starts a new one, sent with ``append``
         false); with an explicit ``artifact_id`` the flags go out as given.
-        ``last_chunk=True`` marks the end of a chunked artifact.
+        ``last_chunk=True`` marks the end of a chunked artifact.  Under gevent the
+        chunks of a burst are written to the task's log together, as soon as the
+        executor yields (waits on anything, sleeps) or emits something else; a
+        failure to write them is raised by its next call.
         """
         if artifact_id is None:
             extends = append and self._last_artifact_id is not None

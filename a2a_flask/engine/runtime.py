@@ -8,7 +8,9 @@ created lazily, on the run's first task-shaped emission, so an agent may
 instead answer with a single Message and no task ever exists.
 
 Every change is an event appended to the task's log in the store together with
-the snapshot it yields (:func:`apply_event`).  Appends are compare-and-set on
+the snapshot it yields (:func:`apply_event`); under gevent the streamed chunks
+of a burst wait in their run until the executor yields, and are appended
+together (:meth:`Run.add_artifact`).  Appends are compare-and-set on
 the sequence number; :meth:`Runtime.commit` reloads and retries on conflict and
 is the *only* place that checks transitions:
 
@@ -37,7 +39,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
-from ..concurrency import Worker, cooperate, let_io_run
+from ..concurrency import Worker, cooperate, gevent_active, let_io_run
 from ..protocol.errors import (
     StoreUnavailable,
     TaskNotCancelableError,
@@ -59,7 +61,7 @@ from ..protocol.models import (
     utc_now,
 )
 from ..protocol.calls import Wait
-from ..protocol.events import Event, apply_event
+from ..protocol.events import Event, apply_event, apply_events
 from ..observe import tasks as observe
 from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore
 
@@ -68,6 +70,8 @@ log = logging.getLogger("a2a_flask")
 #: An executor that never blocks still lets other greenlets run this often (seconds),
 #: as long as it emits events or looks at ``ctx.cancelled``.
 YIELD_EVERY = 0.005
+#: Most streamed chunks a run holds before it appends them itself (see :meth:`Run.add_artifact`).
+MAX_UNSENT = 128
 
 
 class TaskCancelled(BaseException):
@@ -156,6 +160,13 @@ class Run:
         self._lock = threading.Lock()
         self._checked_store_at = 0.0
         self._yielded_at = time.monotonic()
+        #: Streamed chunks emitted but not appended yet (under gevent), oldest first.
+        self._unsent: List[Event] = []
+        #: Held while this run appends, so that its appends keep the order of its emissions.
+        self._appending = threading.Lock()
+        #: What appending the unsent chunks in the background raised: the executor's next
+        #: call raises it.
+        self._unsent_error: Optional[BaseException] = None
 
     def pace(self) -> None:
         """Let the worker's other greenlets run if this run has not yielded for a while.
@@ -173,6 +184,12 @@ class Run:
 
     @property
     def task(self) -> Optional[Task]:
+        """The task as this run last wrote it (its streamed chunks included)."""
+        if self._unsent:
+            try:
+                self.send_unsent()
+            except TaskCancelled:
+                pass  # reading is no emission: the executor's next one raises it
         return self.record.task if self.record else None
 
     def is_cancelled(self) -> bool:
@@ -233,13 +250,50 @@ class Run:
         return self._emit(events)
 
     def add_artifact(self, artifact: Artifact, *, append: bool = False, last_chunk: bool = False,
-                     metadata: Optional[Dict[str, Any]] = None) -> Task:
-        def events(current: TaskState) -> List[Event]:
-            check_transition(current, None)
-            return [TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact, append,
-                                            last_chunk, metadata)]
+                     metadata: Optional[Dict[str, Any]] = None) -> None:
+        """Emit an artifact or a chunk of one.
 
-        return self._emit(events)
+        Under gevent the chunk waits in the run until the executor yields (blocks on
+        I/O, sleeps, or is paced), emits anything else, or ends, and all chunks waiting
+        are appended together: one append, one store write and one fold step for a
+        burst of chunks instead of one each.  Readers see them once the executor
+        yields, which is when they could first run anyway (a greenlet appends them
+        at that turn); what appending them raises is raised by the executor's next
+        call.  Under threads each chunk is appended at once.
+        """
+        event = TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact, append,
+                                        last_chunk, metadata)
+        if not gevent_active():
+            def events(current: TaskState) -> List[Event]:
+                check_transition(current, None)
+                return [event]
+
+            self._emit(events)
+            return
+        self._check_can_emit()
+        record = self.record
+        assert record is not None  # made by _check_can_emit
+        check_transition(record.state, None)  # what this run itself wrote (ended: refused)
+        self._unsent.append(event)
+        if len(self._unsent) == 1:
+            Worker(self._send_unsent_later, name=f"a2a-chunks-{self.task_id}")
+        elif len(self._unsent) >= MAX_UNSENT:
+            self.send_unsent()
+
+    def send_unsent(self) -> None:
+        """Append the streamed chunks still waiting in this run, now."""
+        self._emit(lambda current: [])
+
+    def _send_unsent_later(self) -> None:
+        """The background append of waiting chunks, once the executor has yielded."""
+        if not self._unsent:
+            return  # the executor appended them itself meanwhile
+        try:
+            self.send_unsent()
+        except TaskCancelled:
+            self.cancel_requested = True
+        except BaseException as exc:  # for the executor's next call to raise
+            self._unsent_error = exc
 
     def finish(self, artifact: Optional[Artifact] = None) -> None:
         """The executor returned: add the ``artifact`` it returned (if any) and complete
@@ -277,20 +331,37 @@ class Run:
         self.decided.set()
         self.settled.set()
 
-    def _emit(self, events: Callable[[TaskState], List[Event]]) -> Task:
-        """Append the events made from the task's current state (in one append)."""
+    def _check_can_emit(self) -> None:
+        """Pace the executor, and refuse its emission if its run is stopped, the task
+        could not be made, or appending its earlier chunks failed."""
         self.pace()
         if self.cancel_requested:
             raise TaskCancelled()
+        failed, self._unsent_error = self._unsent_error, None
+        if failed is not None:
+            raise failed
         if self.ensure_task() is None:
             raise TaskClosedError("the agent already answered with a message")
 
-        def build(record: TaskRecord) -> List[Event]:
-            if record.state is TaskState.CANCELED:
-                raise TaskCancelled()
-            return events(record.state)
+    def _emit(self, events: Callable[[TaskState], List[Event]]) -> Task:
+        """Append the chunks still waiting, then the events made from the task's
+        current state, in one append."""
+        self._check_can_emit()
+        with self._appending:
+            unsent, self._unsent = self._unsent, []
 
-        self.record = record = self.runtime.commit(self.task_id, build, self.record)
+            def build(record: TaskRecord) -> List[Event]:
+                if record.state is TaskState.CANCELED:
+                    raise TaskCancelled()
+                if unsent:
+                    check_transition(record.state, None)
+                return unsent + events(record.state)
+
+            try:
+                self.record = record = self.runtime.commit(self.task_id, build, self.record)
+            except BaseException:
+                self._unsent[:0] = unsent  # not written: they wait for the next append
+                raise
         if record.state.settled:
             self.settled.set()
         return record.task
@@ -388,9 +459,7 @@ class Runtime:
                 continue  # judged on a stale record: judge again on the stored one
             if not events:
                 return record
-            task = record.task
-            for event in events:
-                task = apply_event(task, event)
+            task = apply_events(record.task, events)
             if self.max_history and len(task.history) > self.max_history:
                 task = dataclasses.replace(task, history=task.history[-self.max_history:])
             try:

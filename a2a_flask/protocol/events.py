@@ -6,7 +6,7 @@ store that rebuilds a snapshot from its log.
 """
 from __future__ import annotations
 
-from typing import Any, List, TypeVar, Union
+from typing import Any, List, Sequence, TypeVar, Union
 
 from .models import Artifact, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 
@@ -45,6 +45,35 @@ def apply_event(task: Task, event: Event) -> Task:
     if isinstance(event, TaskArtifactUpdateEvent):
         return _replaced(task, artifacts=_merge_artifact(task.artifacts, event))
     raise TypeError(f"not a task event: {event!r}")
+
+
+def apply_events(task: Task, events: Sequence[Event]) -> Task:
+    """The snapshot after ``events`` in order: what :func:`apply_event` makes one at a
+    time, except that a run of chunks appended to one artifact joins it in one step
+    (one copy of the task and of the artifact for the run, not one per chunk)."""
+    index, count = 0, len(events)
+    while index < count:
+        event = events[index]
+        task = apply_event(task, event)
+        index += 1
+        if not isinstance(event, TaskArtifactUpdateEvent):
+            continue
+        artifact_id = event.artifact.artifact_id
+        end = index
+        while end < count:
+            later = events[end]
+            if not (isinstance(later, TaskArtifactUpdateEvent) and later.append
+                    and later.artifact.artifact_id == artifact_id):
+                break
+            end += 1
+        if end > index:  # the artifact exists now: the run's parts join it at once
+            parts = [part for later in events[index:end]
+                     for part in later.artifact.parts]  # type: ignore[union-attr]
+            task = _replaced(task, artifacts=[
+                _replaced(a, parts=a.parts + parts) if a.artifact_id == artifact_id else a
+                for a in task.artifacts])
+            index = end
+    return task
 
 
 def _with_status_message(task: Task) -> List[Message]:

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable, List, Optional, Tuple, Type, TypeVar
 from .. import signals
 from ..protocol.errors import InvalidParamsError, StoreUnavailable
 from ..protocol.events import Event as Event  # re-exported: the stores import it from here
-from ..protocol.events import apply_event
+from ..protocol.events import apply_events
 from ..protocol.models import (
     Task,
     TaskArtifactUpdateEvent,
@@ -312,9 +312,7 @@ def snapshot_due(snapshot_seq: int, seq: int, events: List[Event]) -> bool:
 
 def fold(task: Task, events: Iterable[Event]) -> Task:
     """The snapshot after ``events`` (the log entries past a stored snapshot)."""
-    for event in events:
-        task = apply_event(task, event)
-    return task
+    return apply_events(task, list(events))
 
 
 # ----------------------------------------------------------- shared paging

@@ -1,0 +1,61 @@
+"""Streamed chunks under gevent: appended together once the executor yields.
+
+The scenarios run in a gevent-patched child process (``chunks_under_gevent.py``);
+the gunicorn tests (test_server.py, test_faults_executors.py) drive the same path
+through real workers.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scenario(name: str) -> Dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "tests.chunks_under_gevent", name], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    answer: Dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def test_a_burst_of_chunks_is_appended_in_a_few_writes_in_order():
+    found = scenario("burst")
+    assert found["texts"] == [f"{index} " for index in range(300)]
+    assert found["state"] == "TASK_STATE_COMPLETED"
+    assert (found["artifacts"], found["parts"]) == (1, 300)
+    assert found["seqs"] == list(range(1, len(found["seqs"]) + 1))
+    # The task, a handful of bursts (the run's cap, its pacing) and the completion.
+    assert found["appends"] <= 10, found["appends"]
+
+
+def test_a_chunk_is_in_the_log_once_the_executor_blocks():
+    found = scenario("visible_once_yielded")
+    assert found == {"while_blocked": ["first"], "after": ["first", "second"]}
+
+
+def test_the_executor_sees_its_own_chunks_in_ctx_task():
+    assert scenario("task_includes_unsent") == {"parts": ["a", "b"]}
+
+
+def test_a_cancel_keeps_what_was_appended_and_stops_the_run():
+    found = scenario("cancel_while_waiting")
+    assert found == {"state": "TASK_STATE_CANCELED", "texts": ["kept"]}
+
+
+def test_a_failed_background_append_is_raised_by_the_next_call():
+    found = scenario("store_down_in_the_background")
+    assert found == {"raised": "StoreUnavailable", "unrecorded": ["t-1"]}
+
+
+@pytest.mark.parametrize("name", ["capped"])
+def test_a_run_holds_a_bounded_number_of_chunks(name):
+    found = scenario(name)
+    assert found["most_unsent"] <= found["cap"]
+    assert found["count"] == 3 * found["cap"]
