@@ -121,21 +121,40 @@ def _encoder_for(cls: type) -> Callable[[Any], Dict[str, Any]]:
     encoder = _ENCODERS.get(cls)
     if encoder is not None:
         return encoder
-    plan = [(spec.attr, spec.wire, not (spec.presence or spec.always), _converter(spec.type),
-             _enum_default(spec.type))
-            for spec in field_specs(cls)]
+    encoder = _compile_encoder(cls)
+    _ENCODERS[cls] = encoder
+    return encoder
 
-    def encode_model(value: Any) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
-        for attr, wire, skip_default, convert, enum_default in plan:
-            item = getattr(value, attr)
-            if item is None or (skip_default and (not item or item is enum_default)):
-                continue  # unset, or a default value ("", 0, False, [], {}, *_UNSPECIFIED)
-            out[wire] = item if convert is None else convert(item)
-        return out
 
-    _ENCODERS[cls] = encode_model
-    return encode_model
+def _compile_encoder(cls: type) -> Callable[[Any], Dict[str, Any]]:
+    """A function that encodes ``cls``, written out member by member (a third of the
+    cost of looping over a plan of the members: every event and response runs it).
+
+    A member is left out when it is None, or, unless it has presence or must
+    always be sent, when it holds a default value (``""``, 0, False, ``[]``,
+    ``{}``, the enum's ``*_UNSPECIFIED``).
+    """
+    lines = ["def encode_model(value):", "    out = {}"]
+    scope: Dict[str, Any] = {}
+    for index, spec in enumerate(field_specs(cls)):
+        convert, enum_default = _converter(spec.type), _enum_default(spec.type)
+        if spec.presence or spec.always:
+            test = "item is not None"
+        elif enum_default is not None:
+            test = f"item and item is not default{index}"
+            scope[f"default{index}"] = enum_default
+        else:
+            test = "item"
+        written = "item"
+        if convert is not None:
+            written = f"convert{index}(item)"
+            scope[f"convert{index}"] = convert
+        lines += [f"    item = value.{spec.attr}", f"    if {test}:",
+                  f"        out[{spec.wire!r}] = {written}"]
+    lines.append("    return out")
+    exec("\n".join(lines), scope)  # names and members come from the class, not from input
+    encoder: Callable[[Any], Dict[str, Any]] = scope["encode_model"]
+    return encoder
 
 
 def _encode_part(part: Part) -> Dict[str, Any]:
