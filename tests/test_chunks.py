@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,8 +53,7 @@ def test_a_failed_background_append_is_raised_by_the_next_call():
     assert found == {"raised": "StoreUnavailable", "unrecorded": ["t-1"]}
 
 
-@pytest.mark.parametrize("name", ["capped"])
-def test_a_run_holds_a_bounded_number_of_chunks(name):
-    found = scenario(name)
+def test_a_run_holds_a_bounded_number_of_chunks():
+    found = scenario("capped")
     assert found["most_unsent"] <= found["cap"]
     assert found["count"] == 3 * found["cap"]

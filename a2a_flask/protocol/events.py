@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, List, Sequence, TypeVar, Union
 
-from .models import Artifact, Message, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from .models import Artifact, Message, Part, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 
 #: What a task's event log holds.  A user ``Message`` records a turn appended to
 #: the history; streams do not show it.
@@ -49,7 +49,7 @@ def apply_event(task: Task, event: Event) -> Task:
 
 def apply_events(task: Task, events: Sequence[Event]) -> Task:
     """The snapshot after ``events`` in order: what :func:`apply_event` makes one at a
-    time, except that a run of chunks appended to one artifact joins it in one step
+    time, except that a run of chunks appended to one artifact joins it as one chunk
     (one copy of the task and of the artifact for the run, not one per chunk)."""
     index, count = 0, len(events)
     while index < count:
@@ -59,20 +59,18 @@ def apply_events(task: Task, events: Sequence[Event]) -> Task:
         if not isinstance(event, TaskArtifactUpdateEvent):
             continue
         artifact_id = event.artifact.artifact_id
-        end = index
-        while end < count:
-            later = events[end]
+        parts: List[Part] = []
+        while index < count:
+            later = events[index]
             if not (isinstance(later, TaskArtifactUpdateEvent) and later.append
                     and later.artifact.artifact_id == artifact_id):
                 break
-            end += 1
-        if end > index:  # the artifact exists now: the run's parts join it at once
-            parts = [part for later in events[index:end]
-                     for part in later.artifact.parts]  # type: ignore[union-attr]
-            task = _replaced(task, artifacts=[
-                _replaced(a, parts=a.parts + parts) if a.artifact_id == artifact_id else a
-                for a in task.artifacts])
-            index = end
+            parts += later.artifact.parts
+            index += 1
+        if parts:  # the artifact exists now: the run's parts join it as one chunk
+            task = apply_event(task, TaskArtifactUpdateEvent(
+                event.task_id, event.context_id, Artifact(artifact_id=artifact_id, parts=parts),
+                append=True))
     return task
 
 
@@ -83,10 +81,6 @@ def _with_status_message(task: Task) -> List[Message]:
 
 def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -> List[Artifact]:
     incoming = event.artifact
-    if event.append and artifacts and artifacts[-1].artifact_id == incoming.artifact_id:
-        # A streamed chunk of the newest artifact: the common case, without the search.
-        last = artifacts[-1]
-        return artifacts[:-1] + [_replaced(last, parts=last.parts + incoming.parts)]
     for index, existing in enumerate(artifacts):
         if existing.artifact_id == incoming.artifact_id:
             merged = (
