@@ -808,6 +808,19 @@ class Comparison:
     def ratio(self) -> float:
         return self.a2a_median / self.ceiling_median if self.ceiling_median else 0.0
 
+    @property
+    def a2a_cost_us(self) -> float:
+        return _median_cost_us(self.a2a_runs)
+
+    @property
+    def ceiling_cost_us(self) -> float:
+        return _median_cost_us(self.ceiling_runs)
+
+
+def _median_cost_us(runs: List[RunResult]) -> float:
+    """Median worker CPU per unit (request or event) over runs, in microseconds."""
+    return statistics.median(r.server_cpu / r.rate * 1e6 if r.rate else 0.0 for r in runs)
+
 
 def compare(server: BenchServer, cfg: Config, measure_name: str, unit: str,
             a2a: Scenario, ceiling: Scenario, concurrency: int) -> Comparison:
@@ -1227,6 +1240,22 @@ def cpu_table(comparisons: List[Comparison]) -> str:
     return format_table(rows)
 
 
+def cost_table(comparisons: List[Comparison]) -> str:
+    """Worker CPU per request or event, and what a2a_flask adds to the bare route's.
+
+    The ratios depend on how fast the bare route is on the machine; this
+    difference is a2a_flask's own work (protocol, task, store, events), the
+    number to drive down.
+    """
+    rows: List[Tuple[str, ...]] = [("measure", "a2a worker CPU", "ceiling worker CPU",
+                                    "a2a_flask's own")]
+    for c in comparisons:
+        unit = "event" if c.unit == "events/s" else "request"
+        rows.append((f"{c.measure} c={c.concurrency} (us per {unit})", f"{c.a2a_cost_us:.1f}",
+                     f"{c.ceiling_cost_us:.1f}", f"{c.a2a_cost_us - c.ceiling_cost_us:+.1f}"))
+    return format_table(rows)
+
+
 def format_table(rows: Sequence[Sequence[str]]) -> str:
     """Rows of cells (the first one the header) as text: first column left, the rest right."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -1298,6 +1327,8 @@ def print_report(results: Results) -> None:
     if results.comparisons:
         print()
         print(cpu_table(results.comparisons))
+        print()
+        print(cost_table(results.comparisons))
     if results.wrk:
         print()
         print(wrk_table(results.wrk))
@@ -1318,7 +1349,8 @@ def to_json(results: Results, cfg: Config) -> Dict[str, Any]:
                 "a2a": {"scenario": c.a2a, "median": c.a2a_median, "runs": [asdict(r) for r in c.a2a_runs]},
                 "ceiling": {"scenario": c.ceiling, "median": c.ceiling_median,
                             "runs": [asdict(r) for r in c.ceiling_runs]},
-                "ratio": c.ratio}
+                "ratio": c.ratio, "a2a_cpu_us": c.a2a_cost_us,
+                "ceiling_cpu_us": c.ceiling_cost_us}
 
     return {
         "config": asdict(cfg), "environment": results.env,
