@@ -105,6 +105,35 @@ def test_a_cancel_from_another_process_stops_the_run_here(shared, store_url):
     here.close()
 
 
+def test_a_keeper_round_reads_running_tasks_heads_not_their_records(store_url):
+    """A load from an append-only store folds a long stream's recent chunks, and the
+    keeper looks at every running task every second: it asks for the head (sequence
+    number and state)."""
+    if store_url == "memory://":
+        pytest.skip("the memory store's head is its record: there is no fold to spare")
+    store = open_store(store_url)
+    release = threading.Event()
+    here = runtime_on(store, lambda run: (run.set_status(TaskState.WORKING), release.wait(5)))
+    here.ensure_keeper = lambda: None  # type: ignore[method-assign]  (we call tend ourselves)
+    message = Message(message_id="m", role=Role.USER, parts=[Part(text="x")])
+    here.start_new(message, task_id="running", context_id="ctx", tenant="", owner="",
+                   dialect="1.0", create_task=True)
+    deadline = time.monotonic() + 5
+    while store.head("running")[1] is not TaskState.WORKING:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    loads = []
+    store.load = lambda task_id: loads.append(task_id)  # type: ignore[method-assign]
+    try:
+        here.tend()
+    finally:
+        release.set()
+        del store.load
+    assert loads == []
+    here.close()
+    store.close()
+
+
 def test_tend_purges_finished_tasks_older_than_the_ttl(shared):
     store, _ = shared
     working_task(store, "old")

@@ -29,7 +29,7 @@ from a2a_flask.protocol.models import (
 from a2a_flask.push.delivery import PushDispatcher
 from a2a_flask.push.transport import WebhookResponse
 from a2a_flask.engine.service import StreamContext
-from a2a_flask.stores import MemoryStore
+from a2a_flask.stores import MemoryStore, SQLiteStore
 from a2a_flask.stores.base import PushTarget, TaskRecord
 
 from .conftest import make_card
@@ -549,6 +549,24 @@ def test_a_long_delivery_pass_renews_its_claim():
     assert len(transport.bodies) == 13  # the snapshot and twelve events, one pass, in order
     assert store.push_targets("t1")[0].delivered_seq == 13
     assert store.claim("push:t1", "someone-else", 1.0)  # released at the end
+
+
+def test_a_delivery_drain_reads_the_head_not_the_record(tmp_path):
+    """A load from an append-only store folds a long stream's recent chunks: a drain,
+    one round per burst of events, must not pay it (the head says how far the log
+    goes and whether it ended)."""
+    class HeadOnly(SQLiteStore):
+        def load(self, task_id):
+            raise AssertionError("a delivery round loaded the task's record")
+
+    store = HeadOnly(str(tmp_path / "tasks.db"))
+    _task_with_log(store, "t1", 5)
+    transport = _RecordingTransport(delay=0)
+    dispatcher = _dispatcher(store, transport, claim_ttl=1.0)
+    assert dispatcher._behind("t1")
+    dispatcher._drain("t1")
+    assert len(transport.bodies) == 6 and not dispatcher._behind("t1")
+    store.close()
 
 
 def test_a_pass_that_lost_its_claim_stops_sending():

@@ -597,8 +597,10 @@ class Runtime:
         self.store.renew_leases(self.owner, [run.task_id for run in runs], self.lease_ttl)
         for run in runs:
             if not run.cancel_requested and run.record is not None:
-                record = self.store.load(run.task_id)
-                if record is not None and record.state is TaskState.CANCELED:
+                # The head, not the record: loading a long stream's task folds its
+                # recent chunks, and this runs every second for every running task.
+                head = self.store.head(run.task_id)
+                if head is not None and head[1] is TaskState.CANCELED:
                     run.cancel_requested = True
                     self._force_stop_later(run)
         for task_id in self.store.expired_leases():

@@ -148,9 +148,9 @@ class PushDispatcher:
                 self._draining.discard(task_id)
 
     def _behind(self, task_id: str) -> bool:
-        record = self.store.load(task_id)
-        return record is not None and any(
-            is_behind(t, record.seq) for t in self.store.push_targets(task_id))
+        head = self.store.head(task_id)
+        return head is not None and any(
+            is_behind(t, head[0]) for t in self.store.push_targets(task_id))
 
     def _deliver(self, task_id: str, key: str, owner: str) -> None:
         renderers: Dict[str, PayloadRenderer] = {}
@@ -158,18 +158,21 @@ class PushDispatcher:
         idle_at: Optional[int] = None  # the seq at which the last wait returned with no news
         # The caller holds the claim; each round ends by renewing it.
         while not self.store.closed:
-            record = self.store.load(task_id)
+            # The head is all a round needs: a load would fold a long stream's
+            # recent chunks once per round.
+            head = self.store.head(task_id)
             targets = [t for t in self.store.push_targets(task_id) if not t.gave_up]
-            if record is None or not targets:
+            if head is None or not targets:
                 return
-            pending = [t for t in targets if t.delivered_seq < record.seq]
+            seq, state = head
+            pending = [t for t in targets if t.delivered_seq < seq]
             now = time.monotonic()
             due = [t for t in pending if retry_at.get(t.config.id, 0.0) <= now]
             if due:
                 self._deliver_entries(task_id, due, renderers, retry_at,
                                       lambda: self._renew(key, owner))
                 idle_at = None
-            elif not pending and record.state.settled:
+            elif not pending and state.settled:
                 return  # all caught up; a continuation starts a new drain
             else:
                 # Wait for new events, or for the next retry.
@@ -177,17 +180,17 @@ class PushDispatcher:
                 if pending:
                     wait = min(wait, min(retry_at[t.config.id] for t in pending) - now)
                 wait = max(wait, 0.01)
-                if record.state.terminal or idle_at == record.seq:
+                if state.terminal or idle_at == seq:
                     # No event can come (the log is closed), or the store's wait
                     # returned early without one: it would return at once again,
                     # and this loop would spin without ever yielding.  Sleep.
-                    time.sleep(wait if record.state.terminal else min(wait, IDLE_POLL))
+                    time.sleep(wait if state.terminal else min(wait, IDLE_POLL))
                     idle_at = None
                 else:
                     started = time.monotonic()
-                    self.store.wait(task_id, record.seq, wait)
+                    self.store.wait(task_id, seq, wait)
                     if time.monotonic() - started < wait / 2:
-                        idle_at = record.seq  # news, or an early return: the next round tells
+                        idle_at = seq  # news, or an early return: the next round tells
             if not self._renew(key, owner):
                 return  # we stalled past the claim; the new holder carries on
 
