@@ -156,8 +156,27 @@ def capped() -> Dict[str, Any]:
             "count": len(chunk_texts(store))}
 
 
+def cap_grows_with_the_task() -> Dict[str, Any]:
+    """On a long task a run holds more chunks at once (``unsent_cap``), never more than
+    the cap for its log's length.  The executor is not paced, so only the cap sends."""
+    runtime_module.YIELD_EVERY = 60.0
+    held: List[Any] = []
+
+    def executor(ctx: TaskContext) -> None:
+        for index in range(20_000):
+            ctx.artifact(f"{index}", append=True)
+            held.append((len(run._unsent), run.record.seq))
+
+    runtime, store, run = start(executor)
+    assert run.finished.wait(30)
+    return {"most_unsent": max(unsent for unsent, _ in held),
+            "over_cap": [pair for pair in held if pair[0] > runtime_module.unsent_cap(pair[1])],
+            "count": len(chunk_texts(store)), "appends": store.appends}
+
+
 SCENARIOS = {f.__name__: f for f in (burst, visible_once_yielded, task_includes_unsent,
-                                     cancel_while_waiting, store_down_in_the_background, capped)}
+                                     cancel_while_waiting, store_down_in_the_background, capped,
+                                     cap_grows_with_the_task)}
 
 if __name__ == "__main__":
     print(json.dumps(SCENARIOS[sys.argv[1]]()))

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
+from a2a_flask.engine.runtime import MAX_UNSENT, UNSENT_SHARE, unsent_cap
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,3 +58,21 @@ def test_a_run_holds_a_bounded_number_of_chunks():
     found = scenario("capped")
     assert found["most_unsent"] <= found["cap"]
     assert found["count"] == 3 * found["cap"]
+
+
+def test_a_long_task_holds_more_chunks_per_append():
+    """Each append copies the artifact's parts into the snapshot: on a long task the
+    bursts grow with the log, so that copy costs a chunk the same at any length."""
+    found = scenario("cap_grows_with_the_task")
+    assert found["count"] == 20_000
+    assert found["over_cap"] == []
+    assert found["most_unsent"] > MAX_UNSENT
+    # 128-chunk bursts would take 157 appends; bursts a 32nd of the log take 84 (32 of
+    # 128 up to 4,096 entries, then each 1/32 longer than the last), plus the task's.
+    assert found["appends"] < 100, found["appends"]
+
+
+def test_the_cap_is_the_floor_on_a_short_task_and_a_share_of_a_long_one():
+    assert unsent_cap(0) == unsent_cap(1_000) == MAX_UNSENT
+    assert unsent_cap(UNSENT_SHARE * 1_000) == 1_000
+    assert unsent_cap(200_000) == 200_000 // UNSENT_SHARE

@@ -70,8 +70,22 @@ log = logging.getLogger("a2a_flask")
 #: An executor that never blocks still lets other greenlets run this often (seconds),
 #: as long as it emits events or looks at ``ctx.cancelled``.
 YIELD_EVERY = 0.005
-#: Most streamed chunks a run holds before it appends them itself (see :meth:`Run.add_artifact`).
+#: Most streamed chunks a run holds before it appends them itself (see :meth:`Run.add_artifact`),
+#: while its task is short: see :func:`unsent_cap`.
 MAX_UNSENT = 128
+#: On a long task a run holds up to this fraction of its log (see :func:`unsent_cap`).
+UNSENT_SHARE = 32
+
+
+def unsent_cap(log_length: int) -> int:
+    """Most chunks a run holds before it appends them itself, for a task whose log is
+    ``log_length`` long.
+
+    Each append folds the burst into the task's snapshot, which copies the
+    artifact's list of parts: bursts that grow with the task keep that copy's
+    share of a chunk's cost flat however long the task is.
+    """
+    return max(MAX_UNSENT, log_length // UNSENT_SHARE)
 
 
 class TaskCancelled(BaseException):
@@ -277,7 +291,7 @@ class Run:
         self._unsent.append(event)
         if len(self._unsent) == 1:
             Worker(self._send_unsent_later, name=f"a2a-chunks-{self.task_id}")
-        elif len(self._unsent) >= MAX_UNSENT:
+        elif len(self._unsent) >= unsent_cap(record.seq):
             self.send_unsent()
 
     def send_unsent(self) -> None:
