@@ -663,6 +663,11 @@ class RunResult:
     cut: int = 0            # exchanges still unfinished when the run was cut (not counted)
     first_error: str = ""
 
+    @property
+    def worker_cpu_us(self) -> float:
+        """The worker's CPU per unit (request or event), in microseconds."""
+        return self.server_cpu / self.rate * 1e6 if self.rate else 0.0
+
 
 #: Request numbers (JSON-RPC ids and messageIds), unique within a run of the script.
 _NUMBERS = itertools.count(1)
@@ -810,16 +815,11 @@ class Comparison:
 
     @property
     def a2a_cost_us(self) -> float:
-        return _median_cost_us(self.a2a_runs)
+        return _median_of(self.a2a_runs, "worker_cpu_us")
 
     @property
     def ceiling_cost_us(self) -> float:
-        return _median_cost_us(self.ceiling_runs)
-
-
-def _median_cost_us(runs: List[RunResult]) -> float:
-    """Median worker CPU per unit (request or event) over runs, in microseconds."""
-    return statistics.median(r.server_cpu / r.rate * 1e6 if r.rate else 0.0 for r in runs)
+        return _median_of(self.ceiling_runs, "worker_cpu_us")
 
 
 def compare(server: BenchServer, cfg: Config, measure_name: str, unit: str,
