@@ -255,7 +255,9 @@ class AgentService:
         """
         message = request.message
         check_id(client_task_id, "id")
-        if client_task_id and self.store.load(client_task_id) is not None:
+        # Whether it exists: the head says so without folding the task (which
+        # _visible below loads, once, when it does).
+        if client_task_id and self.store.head(client_task_id) is not None:
             message.task_id = client_task_id
         config = request.configuration
         if message.role is not Role.USER:
