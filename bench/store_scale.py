@@ -31,7 +31,7 @@ from typing import Callable, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from a2a_flask.engine.runtime import apply_event  # noqa: E402
+from a2a_flask.protocol.events import apply_event  # noqa: E402
 from a2a_flask.protocol.models import (  # noqa: E402
     Message,
     Part,
@@ -76,8 +76,9 @@ def add_task(store: TaskStore, n: int, timings: Dict[str, List[float]]) -> None:
         event = TaskStatusUpdateEvent(task_id, task.context_id,
                                       TaskStatus(state, timestamp=stamp(n)))
         task = apply_event(task, event)
+        record = TaskRecord(task, seq, created_at=stamp(n))
         started = time.perf_counter()
-        store.append(task_id, seq - 1, [event], task)
+        store.append(task_id, seq - 1, [event], record)
         timings["append"].append(time.perf_counter() - started)
 
 

@@ -34,12 +34,12 @@ class CountingStore(MemoryStore):
         self.appends = 0
         self.fail_next = False
 
-    def append(self, task_id: str, expected_seq: int, events: List[Any], task: Any) -> int:
+    def append(self, task_id: str, expected_seq: int, events: List[Any], record: Any) -> int:
         if self.fail_next:
             self.fail_next = False
             raise StoreUnavailable()
         self.appends += 1
-        return super().append(task_id, expected_seq, events, task)
+        return super().append(task_id, expected_seq, events, record)
 
 
 def start(executor: Callable[[TaskContext], Any]) -> Any:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from a2a_flask.engine.runtime import apply_event
+from a2a_flask.protocol.events import apply_event
 from a2a_flask.protocol.models import (
     Message,
     Part,
@@ -78,7 +78,7 @@ def _child(kind: str, path: str, ack: int) -> None:
             state = TaskState.COMPLETED if seq == EVENTS_PER_TASK else TaskState.WORKING
             event = TaskStatusUpdateEvent(task_id, "ctx", TaskStatus(state, timestamp=_stamp(n)))
             task = apply_event(task, event)
-            store.append(task_id, seq - 1, [event], task)
+            store.append(task_id, seq - 1, [event], TaskRecord(task, seq, created_at=_stamp(n)))
             os.write(ack, f"{task_id} {seq}\n".encode())
             if n % 3 == 0:
                 store.record_push_progress(task_id, "hook", seq - 1, 0, False)

@@ -530,7 +530,7 @@ def _task_with_log(store, task_id: str, events: int):
     for i in range(events):
         event = TaskArtifactUpdateEvent(task_id, "c", Artifact(artifact_id="a",
                                                                parts=[Part(text=str(i))]))
-        store.append(task_id, i + 1, [event], done)
+        store.append(task_id, i + 1, [event], TaskRecord(done, i + 2))
     store.put_push_target(task_id, PushTarget(TaskPushNotificationConfig(
         url="http://hooks.test/h", id="cfg", task_id=task_id)))
 

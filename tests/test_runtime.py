@@ -32,11 +32,11 @@ from a2a_flask.engine.runtime import (
     Runtime,
     TaskCancelled,
     TaskClosedError,
-    apply_event,
     check_transition,
     closes_stream,
 )
 from a2a_flask.protocol.calls import Wait
+from a2a_flask.protocol.events import apply_event
 from a2a_flask.stores import MemoryStore, ShelveStore
 from a2a_flask.stores.base import SequenceConflict, TaskRecord
 
@@ -213,6 +213,72 @@ def test_apply_events_folds_as_apply_event_does_one_at_a_time(seed):
     assert texts(start.artifacts[0].parts) == ["old"]  # the input is left untouched
 
 
+@pytest.mark.parametrize("seed", range(20))
+def test_a_record_after_events_holds_the_task_they_make_whichever_branch_reads_it(seed):
+    """``TaskRecord.after`` keeps chunks unfolded until its task is read; records
+    that branch off one record (a stale writer, a retried append) each keep their
+    own chunks, whatever was read before (fixed seeds, so failures repeat)."""
+    import random
+
+    rng = random.Random(seed)
+    start = task(artifacts=[Artifact(artifact_id="a", parts=[Part(text="old")])])
+    records = [(TaskRecord(start, 2, "acme", "alice"), start)]
+    for number in range(60):
+        record, expected = rng.choice(records[-3:])  # often a branch off an older record
+        kind = rng.random()
+        if kind < 0.8:
+            events = [chunk(rng.choice("ab"), f"p{number}.{i}", append=rng.random() < 0.9)
+                      for i in range(rng.randint(1, 3))]
+        elif kind < 0.9:
+            events = [status(rng.choice([S.WORKING, S.INPUT_REQUIRED]), msg(f"s{number}"))]
+        else:
+            events = [msg(f"u{number}", Role.USER)]
+        for event in events:
+            expected = apply_event(expected, event)
+        after = record.after(events)
+        assert (after.seq, after.tenant, after.owner) == (record.seq + len(events), "acme", "alice")
+        assert after.outline.status == expected.status and after.state is expected.status.state
+        assert after.outline.history == expected.history
+        if rng.random() < 0.3:
+            assert after.task == expected
+        records.append((after, expected))
+    for record, expected in records:
+        assert record.task == expected
+    assert texts(start.artifacts[0].parts) == ["old"]
+
+
+def test_a_record_folds_its_chunks_once_when_its_task_is_first_read(monkeypatch):
+    from a2a_flask.stores import base
+
+    folds = []
+    fold = base.apply_events
+    monkeypatch.setattr(base, "apply_events", lambda t, e: folds.append(len(e)) or fold(t, e))
+    record = TaskRecord(task(), 2)
+    for number in range(500):
+        record = record.after([chunk("a", str(number), append=number > 0)])
+    assert folds == [] and record.state is S.WORKING  # 500 appends, nothing folded
+    assert texts(record.task.artifacts[0].parts) == [str(n) for n in range(500)]
+    assert folds == [500]
+    assert record.task is record.task and folds == [500]  # kept
+    done = record.after([chunk("a", "last", append=True), status(S.COMPLETED)])
+    assert folds == [500, 2] and done.state is S.COMPLETED  # folded on from the last read
+    assert texts(done.task.artifacts[0].parts)[-2:] == ["499", "last"]
+
+
+def test_a_record_holds_a_bounded_number_of_chunks_unfolded(monkeypatch):
+    """A fold does not yield: one of a whole long stream would hold a gevent worker."""
+    from a2a_flask.stores import base
+
+    folds = []
+    fold = base.apply_events
+    monkeypatch.setattr(base, "apply_events", lambda t, e: folds.append(len(e)) or fold(t, e))
+    record = TaskRecord(task(), 2)
+    for number in range(2 * base.MAX_UNFOLDED + 2):  # each chunk replaces the artifact
+        record = record.after([chunk("a", str(number))])
+    assert folds == [base.MAX_UNFOLDED + 1] * 2
+    assert texts(record.task.artifacts[0].parts) == [str(2 * base.MAX_UNFOLDED + 1)]
+
+
 def test_apply_event_leaves_the_input_task_untouched():
     before = task(S.INPUT_REQUIRED, message=msg("q"), history=[msg("hi", Role.USER)],
                   artifacts=[Artifact(artifact_id="a", parts=[Part(text="x")])])
@@ -310,7 +376,7 @@ def test_commit_retries_after_a_sequence_conflict(store):
         calls.append(record.seq)
         if len(calls) == 1:  # someone else appends in between
             other = msg("sneaky", Role.USER)
-            store.append("t1", record.seq, [other], apply_event(record.task, other))
+            store.append("t1", record.seq, [other], record.after([other]))
         return [status(S.WORKING)]
 
     record = runtime.commit("t1", build)
@@ -320,12 +386,35 @@ def test_commit_retries_after_a_sequence_conflict(store):
     assert [m.message_id for m in store.load("t1").task.history] == ["m-1", "id-sneaky"]
 
 
+def test_a_run_appending_chunks_one_by_one_folds_them_only_now_and_then(store, monkeypatch):
+    """Each chunk is its own append here (no gevent: appended at once).  The task's
+    artifact is rebuilt only when the store stores a snapshot (at doubling
+    lengths) or someone reads the task, not once per chunk: a chunk costs the
+    same however long its artifact already is."""
+    from a2a_flask.protocol import events as folding
+
+    merges = []
+    merge = folding._merge_artifact
+    monkeypatch.setattr(folding, "_merge_artifact",
+                        lambda artifacts, event: merges.append(1) or merge(artifacts, event))
+    run = new_run(idle_runtime(store))
+    run.set_status(S.WORKING)
+    for number in range(1000):
+        run.add_artifact(Artifact("a", [Part(text=str(number))]), append=number > 0)
+    assert len(merges) <= 12, len(merges)  # one per stored snapshot; none on the memory store
+    assert run.task is not None and len(run.task.artifacts[0].parts) == 1000
+    run.finish()
+    stored = store.load("t1")
+    assert stored.state is S.COMPLETED
+    assert texts(stored.task.artifacts[0].parts) == [str(n) for n in range(1000)]
+
+
 def test_commit_from_a_stale_known_record_reloads_and_judges_again(store):
     runtime = idle_runtime(store)
     run = new_run(runtime)
     stale = run.ensure_task()
     other = msg("sneaky", Role.USER)
-    store.append("t1", 1, [other], apply_event(stale.task, other))  # another request
+    store.append("t1", 1, [other], stale.after([other]))  # another request
     seen = []
 
     def build(record: TaskRecord):
@@ -337,7 +426,7 @@ def test_commit_from_a_stale_known_record_reloads_and_judges_again(store):
     assert record.seq == 3 and [m.message_id for m in record.task.history] == ["m-1", "id-sneaky"]
     # A run whose record is stale sees a cancel made elsewhere, not a stale "still working".
     cancel = status(S.CANCELED)
-    store.append("t1", 3, [cancel], apply_event(record.task, cancel))
+    store.append("t1", 3, [cancel], record.after([cancel]))
     with pytest.raises(TaskCancelled):
         run.add_artifact(Artifact(artifact_id="a", parts=[Part(text="x")]))
     assert store.load("t1").state is S.CANCELED and store.load("t1").seq == 4
@@ -627,9 +716,9 @@ def test_store_append_conflict_is_reported(store):
     runtime = idle_runtime(store)
     new_run(runtime).ensure_task()
     record = store.load("t1")
-    store.append("t1", 1, [status(S.WORKING)], apply_event(record.task, status(S.WORKING)))
+    store.append("t1", 1, [status(S.WORKING)], record.after([status(S.WORKING)]))
     with pytest.raises(SequenceConflict):
-        store.append("t1", 1, [status(S.FAILED)], apply_event(record.task, status(S.FAILED)))
+        store.append("t1", 1, [status(S.FAILED)], record.after([status(S.FAILED)]))
 
 
 def test_status_timestamps_never_go_backwards_even_for_the_first_update(make_app, monkeypatch):

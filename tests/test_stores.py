@@ -26,7 +26,7 @@ from a2a_flask.protocol.models import (
     TaskArtifactUpdateEvent,
     TaskStatusUpdateEvent,
 )
-from a2a_flask.engine.runtime import apply_event
+from a2a_flask.protocol.events import apply_event
 from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore
 from a2a_flask.stores.redis import RedisStore
 from a2a_flask.stores.base import PushTarget, SequenceConflict, TaskQuery, TaskRecord
@@ -69,12 +69,9 @@ def status_event(task_id: str, state: TaskState, second: int = 1) -> TaskStatusU
 
 
 def append(store, task_id: str, events: list) -> int:
-    """Append after the current sequence number, with the snapshot the events produce."""
+    """Append after the current sequence number, with the record the events produce."""
     record = store.load(task_id)
-    task = record.task
-    for event in events:
-        task = apply_event(task, event)
-    return store.append(task_id, record.seq, events, task)
+    return store.append(task_id, record.seq, events, record.after(events))
 
 
 def ids(page) -> List[str]:
@@ -166,9 +163,10 @@ def test_append_with_a_stale_sequence_number_is_a_conflict(store):
     append(store, "t1", [status_event("t1", S.WORKING)])
     with pytest.raises(SequenceConflict):
         store.append("t1", stale.seq, [status_event("t1", S.FAILED)],
-                     apply_event(stale.task, status_event("t1", S.FAILED)))
+                     stale.after([status_event("t1", S.FAILED)]))
     with pytest.raises(SequenceConflict):  # ahead of the log is no better
-        store.append("t1", 7, [status_event("t1", S.FAILED)], stale.task)
+        store.append("t1", 7, [status_event("t1", S.FAILED)],
+                     dataclasses.replace(stale, seq=8))
     record = store.load("t1")
     assert record.seq == 2 and record.state is S.WORKING
     assert [e.seq for e in store.read("t1", 0)] == [1, 2]
@@ -509,7 +507,8 @@ def test_a_long_stream_of_chunks_loads_whole_at_every_point(store):
     events.append(status_event("t1", S.COMPLETED, 2))
     for index, event in enumerate(events):
         expected = apply_event(expected, event)
-        seq = store.append("t1", seq, [event], expected)
+        record = record.after([event])  # folds its chunks only if the store reads its task
+        seq = store.append("t1", seq, [event], record)
         if index % 37 == 0 or index == len(events) - 1:
             loaded = store.load("t1")
             assert (loaded.task, loaded.seq) == (expected, seq)
@@ -517,6 +516,7 @@ def test_a_long_stream_of_chunks_loads_whole_at_every_point(store):
             assert store.list_tasks(TaskQuery()).records[0].task == expected
     assert [p.text for p in store.load("t1").task.artifacts[0].parts] == [
         f"c{i}" for i in range(150)]
+    assert record.task == expected
     assert store.head("missing") is None
 
 
@@ -524,13 +524,16 @@ def test_a_long_stream_of_chunks_loads_whole_at_every_point(store):
 def test_chunks_are_appended_without_rewriting_the_snapshot_each_time(tmp_path, kind):
     store = open_store(kind, str(tmp_path / "tasks"))
     try:
-        task = create(store, "t1").task
+        create(store, "t1")
         seq = append(store, "t1", [status_event("t1", S.WORKING)])
+        record = store.load("t1")
+        task = record.task
         snapshots = []
         for i in range(600):
             event = chunk_event("t1", i)
-            task = apply_event(task if i else store.load("t1").task, event)
-            seq = store.append("t1", seq, [event], task)
+            task = apply_event(task, event)
+            record = record.after([event])
+            seq = store.append("t1", seq, [event], record)
             snapshots.append(stored_snapshot_seq(store, "t1"))
         # Stored when the chunks since the last snapshot are as many as before it:
         # a handful of rewrites (O(n) bytes in all), not one per chunk.
@@ -540,7 +543,8 @@ def test_chunks_are_appended_without_rewriting_the_snapshot_each_time(tmp_path, 
         append(store, "t1", [status_event("t1", S.COMPLETED, 2)])
         assert stored_snapshot_seq(store, "t1") == seq + 1  # a settled task is stored whole
         if kind == "shelve":  # a compacted log keeps the snapshot where it was
-            store.append("t1", seq + 1, [chunk_event("t1", 600)], task)
+            store.append("t1", seq + 1, [chunk_event("t1", 600)],
+                         store.load("t1").after([chunk_event("t1", 600)]))
             store.compact()
             assert stored_snapshot_seq(store, "t1") == seq + 1
             assert store.load("t1").task.artifacts[0].parts[-1].text == "c600"
@@ -548,21 +552,66 @@ def test_chunks_are_appended_without_rewriting_the_snapshot_each_time(tmp_path, 
         store.close()
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis"])
-def test_a_task_stored_before_lazy_snapshots_still_loads_and_appends(tmp_path, kind):
-    store = open_store(kind, str(tmp_path / "tasks"))
+def test_a_task_stored_before_lazy_snapshots_still_loads_and_appends(tmp_path):
+    store = open_store("redis", str(tmp_path / "tasks"))
     try:
         create(store, "t1")
         append(store, "t1", [status_event("t1", S.WORKING)])
-        if kind == "sqlite":  # the column an older file lacks reads as NULL
-            with store._transaction() as db:
-                db.execute("UPDATE tasks SET snap_seq=NULL")
-        else:
-            store._redis.hdel(store._key("task", "t1"), "snap_seq")
+        store._redis.hdel(store._key("task", "t1"), "snap_seq")  # what an older store wrote
         assert store.load("t1").state is S.WORKING
         append(store, "t1", [chunk_event("t1", 0)])
         assert store.load("t1").task.artifacts[0].parts[0].text == "c0"
     finally:
+        store.close()
+
+
+#: The tasks table of a2a_flask 0.1.0's SQLite files: the snapshot in the task's row.
+SQLITE_0_1_TASKS = """CREATE TABLE tasks (id TEXT PRIMARY KEY, tenant TEXT NOT NULL,
+    owner TEXT NOT NULL, dialect TEXT NOT NULL, context_id TEXT NOT NULL, state TEXT NOT NULL,
+    created_at TEXT NOT NULL, updated_at TEXT NOT NULL, seq INTEGER NOT NULL,
+    snapshot TEXT NOT NULL{extra});
+CREATE INDEX tasks_by_update ON tasks (tenant, owner, updated_at DESC, id DESC);
+CREATE TABLE events (task_id TEXT NOT NULL, seq INTEGER NOT NULL, event TEXT NOT NULL,
+    PRIMARY KEY (task_id, seq)) WITHOUT ROWID;"""
+
+
+@pytest.mark.parametrize("snap_seq", [False, True], ids=["0.1.0", "0.2-dev"])
+def test_an_sqlite_file_with_snapshots_in_the_task_rows_is_migrated_on_open(tmp_path, snap_seq):
+    import sqlite3
+
+    from a2a_flask.stores.serial import dump_event, dump_task
+
+    path = str(tmp_path / "old.db")
+    working = apply_event(Task(id="t1", context_id="ctx", status=TaskStatus(state=S.SUBMITTED)),
+                          status_event("t1", S.WORKING))
+    old = sqlite3.connect(path)
+    old.executescript(SQLITE_0_1_TASKS.format(extra=", snap_seq INTEGER" if snap_seq else ""))
+    columns = "?,?,?,?,?,?,?,?,?,?" + (",NULL" if snap_seq else "")
+    old.execute(f"INSERT INTO tasks VALUES ({columns})", (
+        "t1", "acme", "alice", "1.0", "ctx", "working", "2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:01Z", 2, dump_task(working)))
+    old.executemany("INSERT INTO events VALUES (?,?,?)", [
+        ("t1", 1, dump_event(Task(id="t1", context_id="ctx",
+                                  status=TaskStatus(state=S.SUBMITTED)))),
+        ("t1", 2, dump_event(status_event("t1", S.WORKING)))])
+    old.commit()
+    old.close()
+
+    store = SQLiteStore(path)
+    again = SQLiteStore(path)  # a second worker opening the migrated file changes nothing
+    try:
+        columns = {row[1] for row in store._query("PRAGMA table_info(tasks)")}
+        assert "snapshot" not in columns and "snap_seq" in columns
+        record = store.load("t1")
+        assert (record.seq, record.state, record.tenant, record.owner) == (
+            2, S.WORKING, "acme", "alice")
+        assert record.task == working
+        seq = append(store, "t1", [chunk_event("t1", i) for i in range(3)])
+        assert [p.text for p in again.load("t1").task.artifacts[0].parts] == ["c0", "c1", "c2"]
+        assert ids(again.list_tasks(TaskQuery(tenant="acme", owner="alice"))) == ["t1"]
+        assert [e.seq for e in again.read("t1", 0)] == list(range(1, seq + 1))
+    finally:
+        again.close()
         store.close()
 
 
@@ -590,7 +639,8 @@ def test_file_store_persists_across_reopening(tmp_path, kind):
                 for t in second.push_targets("t1")] == [("cfg", "tok", 2)]
         # And it keeps working: the reopened store appends after the persisted log.
         with pytest.raises(SequenceConflict):
-            second.append("t1", 2, [status_event("t1", S.FAILED)], record.task)
+            second.append("t1", 2, [status_event("t1", S.FAILED)],
+                          record.after([status_event("t1", S.FAILED)]))
     finally:
         second.close()
 
@@ -628,7 +678,7 @@ def _append_many(kind: str, path: str, task_id: str, worker: str, count: int, st
         event = Message(message_id=f"{worker}-{done}", role=Role.USER,
                         parts=[Part(text=f"{worker} {done}")], task_id=task_id, context_id="ctx")
         try:
-            store.append(task_id, record.seq, [event], apply_event(record.task, event))
+            store.append(task_id, record.seq, [event], record.after([event]))
         except SequenceConflict:
             with conflicts.get_lock():
                 conflicts.value += 1

@@ -61,7 +61,7 @@ from ..protocol.models import (
     utc_now,
 )
 from ..protocol.calls import Wait
-from ..protocol.events import Event, apply_event, apply_events
+from ..protocol.events import Event
 from ..observe import tasks as observe
 from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore
 
@@ -261,7 +261,7 @@ class Run:
             status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)]
 
-        return self._emit(events)
+        return self._emit(events).task
 
     def add_artifact(self, artifact: Artifact, *, append: bool = False, last_chunk: bool = False,
                      metadata: Optional[Dict[str, Any]] = None) -> None:
@@ -357,9 +357,10 @@ class Run:
         if self.ensure_task() is None:
             raise TaskClosedError("the agent already answered with a message")
 
-    def _emit(self, events: Callable[[TaskState], List[Event]]) -> Task:
+    def _emit(self, events: Callable[[TaskState], List[Event]]) -> TaskRecord:
         """Append the chunks still waiting, then the events made from the task's
-        current state, in one append."""
+        current state, in one append; the task's record after them (whose
+        chunks fold only if someone reads its task)."""
         self._check_can_emit()
         with self._appending:
             unsent, self._unsent = self._unsent, []
@@ -378,7 +379,7 @@ class Run:
                 raise
         if record.state.settled:
             self.settled.set()
-        return record.task
+        return record
 
 
 # ------------------------------------------------------------------ runtime
@@ -473,16 +474,16 @@ class Runtime:
                 continue  # judged on a stale record: judge again on the stored one
             if not events:
                 return record
-            task = apply_events(record.task, events)
-            if self.max_history and len(task.history) > self.max_history:
-                task = dataclasses.replace(task, history=task.history[-self.max_history:])
+            after = record.after(events)
+            if self.max_history and len(after.outline.history) > self.max_history:
+                after.task = dataclasses.replace(
+                    after.task, history=after.task.history[-self.max_history:])
             try:
-                seq = self.store.append(task_id, record.seq, events, task)
+                self.store.append(task_id, record.seq, events, after)
             except SequenceConflict:
                 continue
-            observe.committed(self.sender, record.state, task, record.created_at)
-            return TaskRecord(task, seq, record.tenant, record.owner, record.dialect,
-                              record.created_at)
+            observe.committed(self.sender, record.state, after.outline, record.created_at)
+            return after
 
     # -- runs
 

@@ -56,12 +56,104 @@ class TaskRecord:
     created_at: str = field(default_factory=utc_now)
 
     @property
+    def outline(self) -> Task:
+        """The task, except that its artifacts may lack the latest streamed chunks:
+        its id, context, status and history are current.  What a store reads on
+        every append; :attr:`task` may have to fold chunks first."""
+        return self.task
+
+    @property
     def state(self) -> TaskState:
-        return self.task.status.state
+        return self.outline.status.state
 
     @property
     def updated_at(self) -> str:
-        return self.task.status.timestamp or self.created_at
+        return self.outline.status.timestamp or self.created_at
+
+    def after(self, events: List[Event]) -> "TaskRecord":
+        """The record after appending ``events``.
+
+        Artifact chunks are not folded in yet: a streamed artifact's parts are
+        joined when someone reads :attr:`task` (a store storing its snapshot,
+        an executor, a reader of the memory store) or :data:`MAX_UNFOLDED`
+        chunks wait, once for all chunks since, so that a chunk costs about the
+        same however long its artifact already is.  Chunks change no status and
+        no history, so :attr:`outline` stays current.  Any other event folds
+        everything at once.
+        """
+        seq = self.seq + len(events)
+        if (all(isinstance(event, TaskArtifactUpdateEvent) for event in events)
+                and self._unfolded_count() + len(events) <= MAX_UNFOLDED):
+            return _WithChunks(self, events, seq)
+        outline, chunks = self._pending()
+        return TaskRecord(apply_events(outline, chunks + events), seq,
+                          self.tenant, self.owner, self.dialect, self.created_at)
+
+    def _pending(self) -> Tuple[Task, List[Event]]:
+        """:attr:`outline` and the chunks it lacks (oldest first), read together."""
+        return self.task, []
+
+    def _unfolded_count(self) -> int:
+        return 0
+
+
+#: Most chunks a record holds unfolded.  A fold is one step that does not
+#: yield: of this many chunks it takes milliseconds (each chunk that replaces
+#: an artifact copies the task), where a fold of a whole 100,000-chunk stream
+#: would hold a gevent worker for a fraction of a second.  What a chunk still
+#: costs for the artifact's length is a copy of its list of parts per this
+#: many chunks.
+MAX_UNFOLDED = 4096
+
+#: Chunks appended after a record's outline: (earlier chunks or None, this
+#: append's, how many in all).  Linked, never copied or changed: each record
+#: after a chunk costs O(1), and records that share a past (a memory store's,
+#: a run's) share its chunks.
+_Chunks = Tuple[Optional["_Chunks"], List[Event], int]
+
+
+class _WithChunks(TaskRecord):
+    """A record whose latest artifact chunks are not folded into its task yet."""
+
+    def __init__(self, before: TaskRecord, chunks: List[Event], seq: int) -> None:
+        # Outline and chunks are read, and kept, as one value: a reader on another
+        # thread that folds ``before`` meanwhile cannot pair a folded task with
+        # chunks already in it.
+        outline, earlier = (before._folding if isinstance(before, _WithChunks)
+                            else (before.task, None))
+        super().__init__(outline, seq, before.tenant, before.owner, before.dialect,
+                         before.created_at)
+        count = len(chunks) + (earlier[2] if earlier is not None else 0)
+        self._folding: Tuple[Task, Optional[_Chunks]] = (outline, (earlier, chunks, count))
+
+    @property
+    def task(self) -> Task:
+        outline, chunks = self._pending()
+        if not chunks:
+            return outline
+        task = apply_events(outline, chunks)
+        self._folding = (task, None)
+        return task
+
+    @task.setter
+    def task(self, value: Task) -> None:
+        self._folding = (value, None)
+
+    @property
+    def outline(self) -> Task:
+        return self._folding[0]
+
+    def _pending(self) -> Tuple[Task, List[Event]]:
+        outline, chunks = self._folding
+        batches: List[List[Event]] = []
+        while chunks is not None:
+            chunks, batch, _ = chunks
+            batches.append(batch)
+        return outline, [event for batch in reversed(batches) for event in batch]
+
+    def _unfolded_count(self) -> int:
+        chunks = self._folding[1]
+        return 0 if chunks is None else chunks[2]
 
 
 @dataclass
@@ -126,11 +218,15 @@ class TaskStore(ABC):
         """The latest record of a task, or None."""
 
     @abstractmethod
-    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
-        """Append ``events`` after ``expected_seq`` and store ``task`` as the snapshot.
+    def append(self, task_id: str, expected_seq: int, events: List[Event],
+               record: TaskRecord) -> int:
+        """Append ``events`` after ``expected_seq``; ``record`` is the task's record
+        after them (``record.seq`` is the new last sequence number, returned).
 
-        Returns the new last sequence number; raises :class:`SequenceConflict`
-        if the log moved on since ``expected_seq``.
+        Read ``record.outline`` (or ``state``, ``updated_at``) on every append,
+        and ``record.task`` only to store the snapshot: reading it folds the
+        streamed chunks that came since it was last read.  Raises
+        :class:`SequenceConflict` if the log moved on since ``expected_seq``.
         """
 
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:

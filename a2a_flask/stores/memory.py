@@ -11,7 +11,6 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from ..concurrency import Notifier
-from ..protocol.models import Task
 from .base import (
     Event,
     LogEntry,
@@ -52,19 +51,17 @@ class MemoryStore(TaskStore):
     def load(self, task_id: str) -> Optional[TaskRecord]:
         return self._records.get(task_id)
 
-    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+    def append(self, task_id: str, expected_seq: int, events: List[Event],
+               record: TaskRecord) -> int:
         with self._lock:
-            record = self._records[task_id]
-            if record.seq != expected_seq:
+            if self._records[task_id].seq != expected_seq:
                 raise SequenceConflict(task_id)
             self._logs[task_id].extend(events)
-            seq = expected_seq + len(events)
             # Records are replaced, never mutated: readers may hold the old one.
-            self._records[task_id] = TaskRecord(
-                task, seq, record.tenant, record.owner, record.dialect, record.created_at
-            )
+            # The new one folds its streamed chunks when first read.
+            self._records[task_id] = record
         self._notifier.notify(task_id)
-        return seq
+        return record.seq
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         log = self._logs.get(task_id, [])

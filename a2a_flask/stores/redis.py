@@ -34,7 +34,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 from ..concurrency import Notifier, Worker
-from ..protocol.models import TERMINAL_STATES, Task, TaskState
+from ..protocol.models import TERMINAL_STATES, TaskState
 from .base import (
     Event,
     LogEntry,
@@ -280,21 +280,22 @@ class RedisStore(TaskStore):
         seq, state = self._redis.hmget(self._key("task", task_id), "seq", "state")
         return (int(seq), TaskState(state.decode())) if seq is not None else None
 
-    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+    def append(self, task_id: str, expected_seq: int, events: List[Event],
+               record: TaskRecord) -> int:
         tenant, owner, created, snap_seq = self._redis.hmget(
             self._key("task", task_id), "tenant", "owner", "created_at", "snap_seq")
         if tenant is None:
             raise SequenceConflict(task_id)
         last = expected_seq + len(events)
         due = snap_seq is None or snapshot_due(int(snap_seq), last, events)
-        state = task.status.state
-        updated = task.status.timestamp or created.decode()
+        state = record.state
+        updated = record.outline.status.timestamp or created.decode()
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
         seq = self._append(
             keys=[self._key("task", task_id), self._key("log", task_id),
                   self._index(tenant.decode(), owner.decode()), self._channel,
                   self._key("push", task_id), self._key("pushorder", task_id)],
-            args=[expected_seq, dump_task(task) if due else "", state.value, updated, _score(updated), task_id,
+            args=[expected_seq, dump_task(record.task) if due else "", state.value, updated, _score(updated), task_id,
                   ttl, *[dump_event(e) for e in events]],
         )
         if seq < 0:

@@ -274,7 +274,7 @@ class ShelveStore(TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], None]:
             if task.id in self._tasks:
                 raise SequenceConflict(task.id)
-            rec = _task_record(task, record.seq, [(record.seq, event_body(first_event))],
+            rec = _task_record(record, [(record.seq, event_body(first_event))],
                                record.created_at)
             rec["meta"] = [record.tenant, record.owner, record.dialect, record.created_at]
             return [rec], None
@@ -286,14 +286,15 @@ class ShelveStore(TaskStore):
         found = self._read(lambda: self._snapshot_of(task_id))
         return None if found is None else self._record(found)
 
-    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+    def append(self, task_id: str, expected_seq: int, events: List[Event],
+               record: TaskRecord) -> int:
         def build() -> Tuple[List[Dict[str, Any]], int]:
             entry = self._tasks.get(task_id)
             if entry is None or entry.seq != expected_seq:
                 raise SequenceConflict(task_id)
             numbered = [(expected_seq + i, event_body(e)) for i, e in enumerate(events, 1)]
             seq = expected_seq + len(events)
-            return [_task_record(task, seq, numbered, entry.created_at,
+            return [_task_record(record, numbered, entry.created_at,
                                  snapshot=snapshot_due(entry.snap_seq, seq, events))], seq
 
         seq: int = self._write(build)
@@ -527,13 +528,14 @@ class ShelveStore(TaskStore):
             self._log.close()
 
 
-def _task_record(task: Task, seq: int, events: List[Tuple[int, Any]],
+def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
                  created_at: str, *, snapshot: bool = True) -> Dict[str, Any]:
-    rec = {"k": "t", "id": task.id, "seq": seq, "ev": events,
-           "cx": task.context_id, "st": task.status.state.value,
-           "up": task.status.timestamp or created_at}
+    outline = record.outline
+    rec = {"k": "t", "id": outline.id, "seq": record.seq, "ev": events,
+           "cx": outline.context_id, "st": outline.status.state.value,
+           "up": outline.status.timestamp or created_at}
     if snapshot:
-        rec["task"] = encode(task)
+        rec["task"] = encode(record.task)
     return rec
 
 
@@ -549,7 +551,7 @@ def _read_old_shelf(path: str) -> List[Dict[str, Any]]:
                 task_id = old.task.id
                 events = [(seq, event_body(shelf[f"e:{task_id}:{seq}"]))
                           for seq in range(1, old.seq + 1) if f"e:{task_id}:{seq}" in shelf]
-                rec = _task_record(old.task, old.seq, events, old.created_at)
+                rec = _task_record(old, events, old.created_at)
                 rec["meta"] = [old.tenant, old.owner, old.dialect, old.created_at]
                 records.append(rec)
             elif key.startswith("l:"):

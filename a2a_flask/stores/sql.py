@@ -9,7 +9,7 @@ schema), ``mysql://user@host/db`` (``mariadb://`` alike), or
 
 Writing is appending: an event is a row of ``a2a_events``; the task row holds
 the log's head (the compare-and-set of every append) and a snapshot that is
-rewritten only every :data:`COMPACT_EVERY` events and when the task ends.
+rewritten only when the log reaches a power of two and when the task ends.
 :meth:`SQLStore.load` folds the events after the snapshot into it
 (:func:`~a2a_flask.protocol.events.apply_event`), so an event costs the same
 whatever the size of its task.
@@ -63,8 +63,6 @@ from .sql_tls import share_one_tls_context_pg8000, share_one_tls_context_pymysql
 
 log = logging.getLogger("a2a_flask.stores.sql")
 
-#: The snapshot is rewritten after this many events (and whenever the task ends).
-COMPACT_EVERY = 16
 #: Connections each process keeps, and how many more it may open under a burst.
 POOL_SIZE = 20
 MAX_OVERFLOW = 10
@@ -401,22 +399,25 @@ class SQLStore(TaskStore):
         first = rows[0]  # the snapshot's "at" is snap_seq, below every later event's
         return self._fold(first, [row.body for row in rows[1:]], first.body)
 
-    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+    def append(self, task_id: str, expected_seq: int, events: List[Event],
+               record: TaskRecord) -> int:
         t = self.tasks.c
-        seq = expected_seq + len(events)
-        state = task.status.state
+        seq = record.seq
+        outline = record.outline
+        state = outline.status.state
         changes: Dict[str, Any] = {"seq": seq, "state": state.value,
-                                   "history_len": len(task.history)}
-        if task.status.timestamp:
-            changes["updated_at"] = task.status.timestamp
-        # Compact when the log crosses a multiple of COMPACT_EVERY (so at most that
-        # many events are folded on load), when the task ends (finished tasks are
-        # read whole, by GetTask and push delivery) and when an event replaces the
-        # task.  Otherwise the snapshot is not even serialised.
-        if (state.terminal or seq // COMPACT_EVERY != expected_seq // COMPACT_EVERY
+                                   "history_len": len(outline.history)}
+        if outline.status.timestamp:
+            changes["updated_at"] = outline.status.timestamp
+        # Compact when the log reaches a power of two (so a load folds at most
+        # half the log, and the snapshots of a task of n events sum to O(n)
+        # bytes), when the task ends (finished tasks are read whole, by GetTask
+        # and push delivery) and when an event replaces the task.  Otherwise the
+        # snapshot is not even serialised, nor its streamed chunks folded.
+        if (state.terminal or seq.bit_length() != expected_seq.bit_length()
                 or any(isinstance(event, Task) for event in events)):
             changes["snap_seq"] = seq
-            changes["snapshot"] = dump_task(task)
+            changes["snapshot"] = dump_task(record.task)
         logged = [(expected_seq + i, dump_event(event)) for i, event in enumerate(events, 1)]
         moved = sa.update(self.tasks).where(t.id == task_id, t.seq == expected_seq).values(changes)
         if self._explicit and self.postgres:

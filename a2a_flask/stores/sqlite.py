@@ -4,9 +4,12 @@ Each process keeps one connection, used under a lock: SQLite calls do not
 yield to gevent anyway, and one connection per greenlet would cost thousands
 of file handles.  Appends run in ``BEGIN IMMEDIATE`` transactions that check
 the expected sequence number, so writers in different processes never lose an
-update.  An append inserts its events and stores the task snapshot only now and
-then (:func:`~.base.snapshot_due`); :meth:`SQLiteStore.load` folds the events
+update.  An append inserts its events, moves the task's row on, and stores the
+task snapshot (in a table of its own) only now and then
+(:func:`~.base.snapshot_due`); :meth:`SQLiteStore.load` folds the events
 logged after the stored snapshot, so an event costs the same at any task length.
+A file of a2a_flask 0.1 (the snapshot in the task's row) is moved to this
+schema when first opened.
 Waiters wake at once for writes made in this process and notice other
 processes' commits through ``PRAGMA data_version`` within the poll interval.
 """
@@ -16,11 +19,11 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Set, Tuple
 
 from ..concurrency import Notifier
 from ..protocol.errors import StoreUnavailable
-from ..protocol.models import TERMINAL_STATES, Task, TaskState
+from ..protocol.models import TERMINAL_STATES, TaskState
 from .base import (
     Event,
     LogEntry,
@@ -43,8 +46,12 @@ from .serial import dump_event, dump_target, dump_task, load_event, load_target,
 #: How often a waiter looks for commits made by other processes (seconds).
 POLL_INTERVAL = 0.02
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
+#: The tasks table (``{name}``: the migration builds it under another name first).
+#: The snapshot lives in a table of its own: SQLite rewrites a whole row on any
+#: update, and a task's row changes with every append while its snapshot (as
+#: long as the task's streamed artifacts) changes only now and then.
+TASKS_TABLE = """
+CREATE TABLE IF NOT EXISTS {name} (
     id TEXT PRIMARY KEY,
     tenant TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -54,10 +61,19 @@ CREATE TABLE IF NOT EXISTS tasks (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     seq INTEGER NOT NULL,
-    snapshot TEXT NOT NULL,
-    snap_seq INTEGER
+    snap_seq INTEGER NOT NULL
 );
+"""
+
+TASKS_INDEX = """
 CREATE INDEX IF NOT EXISTS tasks_by_update ON tasks (tenant, owner, updated_at DESC, id DESC);
+"""
+
+SCHEMA = TASKS_TABLE.format(name="tasks") + TASKS_INDEX + """
+CREATE TABLE IF NOT EXISTS snapshots (
+    task_id TEXT PRIMARY KEY,
+    snapshot TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS events (
     task_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
@@ -109,10 +125,7 @@ class SQLiteStore(TaskStore):
             try:
                 self._connect()
                 self._db.executescript(SCHEMA)
-                columns = {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
-                if "snap_seq" not in columns:
-                    # A file from before lazy snapshots: NULL reads as "snapshot at seq".
-                    self._db.execute("ALTER TABLE tasks ADD COLUMN snap_seq INTEGER")
+                self._migrate()
                 return
             except sqlite3.OperationalError as exc:
                 if hasattr(self, "_db"):
@@ -121,6 +134,32 @@ class SQLiteStore(TaskStore):
                     raise
             time.sleep(pause)
         raise StoreError(f"sqlite store at {self.path} stayed locked for {BUSY_TIMEOUT}s")
+
+    def _migrate(self) -> None:
+        """Bring a file from 0.1 (the snapshot in the task's row, maybe no
+        ``snap_seq``) to the current schema, once, in one transaction."""
+        if "snapshot" not in self._task_columns():
+            return
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            columns = self._task_columns()
+            if "snapshot" in columns:  # unless another process migrated it meanwhile
+                snap_seq = "COALESCE(snap_seq, seq)" if "snap_seq" in columns else "seq"
+                self._db.execute("INSERT OR REPLACE INTO snapshots SELECT id, snapshot FROM tasks")
+                self._db.execute(TASKS_TABLE.format(name="tasks_migrated"))
+                self._db.execute(
+                    "INSERT INTO tasks_migrated SELECT id, tenant, owner, dialect, context_id, "
+                    f"state, created_at, updated_at, seq, {snap_seq} FROM tasks")
+                self._db.execute("DROP TABLE tasks")
+                self._db.execute("ALTER TABLE tasks_migrated RENAME TO tasks")
+                self._db.execute(TASKS_INDEX)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _task_columns(self) -> Set[str]:
+        return {row[1] for row in self._db.execute("PRAGMA table_info(tasks)")}
 
     def _connect(self) -> None:
         # A connection must not cross a fork (gunicorn --preload): each process opens its own.
@@ -170,7 +209,7 @@ class SQLiteStore(TaskStore):
         """A record from a ``_COLUMNS`` row: its snapshot plus the events logged after it."""
         task_id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq = row
         task = load_task(snapshot)
-        if snap_seq is not None and snap_seq < seq:
+        if snap_seq < seq:
             rows = self._query("SELECT event FROM events WHERE task_id=? AND seq>? AND seq<=? "
                                "ORDER BY seq", (task_id, snap_seq, seq))
             task = fold(task, (load_event(text) for (text,) in rows))
@@ -184,44 +223,44 @@ class SQLiteStore(TaskStore):
             try:
                 db.execute(
                     "INSERT INTO tasks (id, tenant, owner, dialect, context_id, state, "
-                    "created_at, updated_at, seq, snapshot, snap_seq) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    "created_at, updated_at, seq, snap_seq) VALUES (?,?,?,?,?,?,?,?,?,?)",
                     (task.id, record.tenant, record.owner, record.dialect, task.context_id,
                      task.status.state.value, record.created_at, record.updated_at, record.seq,
-                     dump_task(task), record.seq),
+                     record.seq),
                 )
             except sqlite3.IntegrityError:
                 raise SequenceConflict(task.id) from None
+            db.execute("INSERT INTO snapshots VALUES (?,?)", (task.id, dump_task(task)))
             db.execute("INSERT INTO events VALUES (?,?,?)",
                        (task.id, record.seq, dump_event(first_event)))
         self._notifier.notify(task.id)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
-        rows = self._query(f"SELECT {_COLUMNS} FROM tasks WHERE id=?", (task_id,))
+        rows = self._query(f"SELECT {_COLUMNS} FROM {_TASKS} WHERE id=?", (task_id,))
         return self._record(rows[0]) if rows else None
 
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
         rows = self._query("SELECT seq, state FROM tasks WHERE id=?", (task_id,))
         return (rows[0][0], TaskState(rows[0][1])) if rows else None
 
-    def append(self, task_id: str, expected_seq: int, events: List[Event], task: Task) -> int:
+    def append(self, task_id: str, expected_seq: int, events: List[Event],
+               record: TaskRecord) -> int:
         with self._transaction() as db:
             row = db.execute("SELECT seq, snap_seq FROM tasks WHERE id=?",
                              (task_id,)).fetchone()
             if row is None or row[0] != expected_seq:
                 raise SequenceConflict(task_id)
-            snap_seq = expected_seq if row[1] is None else row[1]
-            seq = expected_seq
+            snap_seq, seq = row[1], expected_seq
             for event in events:
                 seq += 1
                 db.execute("INSERT INTO events VALUES (?,?,?)", (task_id, seq, dump_event(event)))
-            state, updated = task.status.state.value, task.status.timestamp or ""
+            state, updated = record.state.value, record.outline.status.timestamp or ""
             if snapshot_due(snap_seq, seq, events):
-                db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snapshot=?, snap_seq=? "
-                           "WHERE id=?", (state, updated, seq, dump_task(task), seq, task_id))
-            else:
-                db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snap_seq=? WHERE id=?",
-                           (state, updated, seq, snap_seq, task_id))
+                snap_seq = seq
+                db.execute("UPDATE snapshots SET snapshot=? WHERE task_id=?",
+                           (dump_task(record.task), task_id))
+            db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snap_seq=? WHERE id=?",
+                       (state, updated, seq, snap_seq, task_id))
         self._notifier.notify(task_id)
         return seq
 
@@ -257,7 +296,7 @@ class SQLiteStore(TaskStore):
             condition += " AND (updated_at<? OR (updated_at=? AND id<?))"
             page_args += [stamp, stamp, task_id]
         rows = self._query(
-            f"SELECT {_COLUMNS} FROM tasks WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT ?",
+            f"SELECT {_COLUMNS} FROM {_TASKS} WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT ?",
             tuple(page_args) + (query.page_size + 1,),
         )
         records = [self._record(row) for row in rows[:query.page_size]]
@@ -341,7 +380,8 @@ class SQLiteStore(TaskStore):
                 f"SELECT id FROM tasks WHERE updated_at<? AND state IN ({marks})",
                 (updated_before, *terminal))]
             for table, column in (("events", "task_id"), ("push_targets", "task_id"),
-                                  ("leases", "task_id"), ("tasks", "id")):
+                                  ("leases", "task_id"), ("snapshots", "task_id"),
+                                  ("tasks", "id")):
                 db.executemany(f"DELETE FROM {table} WHERE {column}=?", [(t,) for t in gone])
         return len(gone)
 
@@ -353,8 +393,9 @@ class SQLiteStore(TaskStore):
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
-#: What :meth:`SQLiteStore._record` reads.
+#: What :meth:`SQLiteStore._record` reads, and from where.
 _COLUMNS = "id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq"
+_TASKS = "tasks JOIN snapshots ON snapshots.task_id = tasks.id"
 
 
 #: How long a call waits for another process's lock before the store counts as
