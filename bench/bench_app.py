@@ -3,7 +3,8 @@
 Routes (all on one Flask app, one gunicorn gevent worker):
 
 * ``POST /a2a``        echo agent: the task completes with the text as an artifact.
-* ``POST /chunks``     chunk agent: a generator yielding ``BENCH_CHUNKS`` (100) chunks, no sleep.
+* ``POST /chunks``     chunk agent: a generator yielding ``BENCH_CHUNKS`` (100) chunks, no sleep
+  (``BENCH_CHUNK_YIELD=1``: it yields to gevent after each, one append per chunk).
 * ``POST /hold``       hold agent: goes WORKING, then idles until canceled or released.
 * ``POST /bare/json``  parses a small JSON body, returns a small JSON (the SendMessage ceiling).
 * ``POST /bare/sse``   parses the body, streams ``BENCH_CHUNKS`` ``data:`` events (the SSE ceiling).
@@ -34,6 +35,9 @@ from flask import Flask, Response, jsonify, request
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill, TaskContext, TaskStore
 
 CHUNKS = int(os.environ.get("BENCH_CHUNKS", "100"))
+#: The chunk agent yields to the other greenlets after each chunk, as one relaying
+#: a model's tokens from the network does (each chunk is then an append of its own).
+CHUNK_YIELD = os.environ.get("BENCH_CHUNK_YIELD") == "1"
 #: Upper bound on how long a hold executor idles, so nothing outlives a run.
 HOLD_SECONDS = float(os.environ.get("BENCH_HOLD_SECONDS", "900"))
 #: Set by POST /bench/release; gevent-aware because gunicorn patched threading first.
@@ -66,9 +70,11 @@ def echo(ctx: TaskContext) -> str:
 
 @chunk_agent.executor
 def chunks(ctx: TaskContext) -> Iterator[str]:
-    """Yield CHUNKS artifact chunks as fast as possible."""
+    """Yield CHUNKS artifact chunks as fast as possible (or yielding to gevent after each)."""
     for index in range(CHUNKS):
         yield f"chunk {index} "
+        if CHUNK_YIELD:
+            time.sleep(0)  # gevent's sleep: gunicorn's gevent worker patched time
 
 
 @hold_agent.executor

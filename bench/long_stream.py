@@ -12,14 +12,19 @@ chunk a part of the artifact.  Printed per store and length (medians of
 first event's delay, and the CPU per event against the shortest length's:
 an event should cost the same however long its task already is.
 
+``--paced`` sets ``BENCH_CHUNK_YIELD=1``: the chunk agent yields to gevent
+after each chunk, as an agent relaying a model's tokens does, so that each
+chunk is an append of its own.
+
 Every stream is bounded by ``--timeout``.  Store files live in a temporary
 directory and Redis keys under a unique prefix, both removed at the end::
 
-    python bench/long_stream.py [--stores sqlite,redis] [--chunks 20000,200000]
+    python bench/long_stream.py [--stores sqlite,redis] [--chunks 20000,200000] [--paced]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -133,7 +138,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--timeout", type=float, default=300.0, help="upper bound for one stream (s)")
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    p.add_argument("--paced", action="store_true",
+                   help="the agent yields after each chunk: one append per chunk")
     args = p.parse_args(argv)
+    if args.paced:
+        os.environ["BENCH_CHUNK_YIELD"] = "1"  # the servers' environment
     stores = [s for s in args.stores.split(",") if s]
     lengths = sorted(int(n) for n in args.chunks.split(",") if n)
     unknown = set(stores) - {"memory", "shelve", "sqlite", "redis"}
