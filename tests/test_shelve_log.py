@@ -19,7 +19,16 @@ from a2a_flask.stores import shelve as shelve_store
 from a2a_flask.stores.base import PushTarget, TaskQuery, TaskRecord
 from a2a_flask.stores import recordlog
 
-from .test_stores import append, config, create, make_task, stamp, status_event, user_turn
+from .test_stores import (
+    append,
+    chunk_event,
+    config,
+    create,
+    make_task,
+    stamp,
+    status_event,
+    user_turn,
+)
 
 S = TaskState
 
@@ -116,6 +125,38 @@ def test_compaction_keeps_live_data_drops_the_rest_and_other_processes_follow(
     # Both keep writing to the new file.
     append(other, "t15", [user_turn("t15", "late")])
     assert store.load("t15").seq == 5
+
+
+def test_a_long_task_is_compacted_into_records_of_bounded_size(tmp_path, monkeypatch):
+    """A record is decoded in one step (by each compaction and catch-up): a task
+    of many chunks becomes many records, with yields between them, not one huge
+    record that would hold the hub."""
+    import json
+
+    monkeypatch.setattr(shelve_store, "COMPACT_BATCH", 100)
+    yields = []
+    monkeypatch.setattr(shelve_store, "cooperate", lambda: yields.append(1))
+    path = str(tmp_path / "tasks")
+    store, other = ShelveStore(path), ShelveStore(path)
+    create(store, "t1")
+    append(store, "t1", [status_event("t1", S.WORKING)])
+    record = store.load("t1")
+    for i in range(450):
+        record = record.after([chunk_event("t1", i)])
+        store.append("t1", record.seq - 1, [chunk_event("t1", i)], record)
+    store.compact()
+    store.compact()  # again, from the first compaction's records
+    assert len(yields) >= 8
+    for view in (store, other, ShelveStore(path)):  # the writer, a follower, a new process
+        assert [e.seq for e in view.read("t1", 0)] == list(range(1, 453))
+        sizes = [len(json.loads(view._payload(ref))["ev"]) for ref in view._tasks["t1"].refs]
+        assert sizes == [100, 100, 100, 100, 52]
+        assert [e.seq for e in view.read("t1", 440)] == list(range(441, 453))
+        loaded = view.load("t1")
+        assert (loaded.seq, loaded.state) == (452, S.WORKING)
+        assert [p.text for p in loaded.task.artifacts[0].parts] == [f"c{i}" for i in range(450)]
+    append(other, "t1", [status_event("t1", S.COMPLETED)])
+    assert store.load("t1").state is S.COMPLETED
 
 
 def test_the_log_stays_bounded_when_old_tasks_are_purged(tmp_path, monkeypatch):

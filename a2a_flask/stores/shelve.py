@@ -61,6 +61,10 @@ POLL_INTERVAL = 0.05
 COMPACT_MIN_BYTES = 4 << 20
 #: Records replayed (or tasks compacted) between two yields to other greenlets.
 YIELD_EVERY = 1000
+#: Most events one record of a compacted log holds.  A record is decoded in one
+#: step that does not yield (by each compaction and catch-up after it), so a
+#: task of 100,000 chunks is many records, not one of megabytes.
+COMPACT_BATCH = 1000
 #: Suffixes of the files of the earlier ``dbm.dumb`` format.
 OLD_SUFFIXES = (".dir", ".dat", ".bak")
 
@@ -469,17 +473,14 @@ class ShelveStore(TaskStore):
 
     def _live_payloads(self) -> Iterator[bytes]:
         for count, (task_id, entry) in enumerate(list(self._tasks.items()), 1):
-            events: List[Any] = []
-            for ref in entry.refs:
-                rec = json.loads(self._payload(ref))
-                events.extend(rec["ev"])
-            snapshot = json.loads(self._payload(entry.snapshot))["task"]
-            yield dumps({"k": "t", "id": task_id, "seq": entry.seq, "ev": events,
-                         "task": snapshot, "ss": entry.snap_seq,
-                         "cx": entry.context_id, "st": entry.state,
-                         "up": entry.updated_at,
-                         "meta": [entry.tenant, entry.owner, entry.dialect,
-                                  entry.created_at]}).encode()
+            common = {"k": "t", "id": task_id, "seq": entry.seq, "cx": entry.context_id,
+                      "st": entry.state, "up": entry.updated_at}
+            first = {"task": json.loads(self._payload(entry.snapshot))["task"],
+                     "ss": entry.snap_seq,
+                     "meta": [entry.tenant, entry.owner, entry.dialect, entry.created_at]}
+            for events in self._event_batches(entry):
+                yield dumps({**common, **first, "ev": events}).encode()
+                first = {}
             if count % YIELD_EVERY == 0:
                 cooperate()
         for task_id, targets in self._targets.items():
@@ -493,6 +494,19 @@ class ShelveStore(TaskStore):
                 yield dumps({"k": "c", "key": key, "o": owner, "x": expires}).encode()
         for task_id, (owner, expires) in self._leases.items():
             yield dumps({"k": "l", "ids": [task_id], "o": owner, "x": expires}).encode()
+
+    def _event_batches(self, entry: "_Task") -> Iterator[List[Any]]:
+        """A task's logged events, oldest first, in lists of up to :data:`COMPACT_BATCH`
+        (at least one list, maybe empty); yields to other greenlets between lists."""
+        events: List[Any] = []
+        for ref in entry.refs:
+            events.extend(json.loads(self._payload(ref))["ev"])
+            while len(events) >= COMPACT_BATCH:
+                yield events[:COMPACT_BATCH]
+                del events[:COMPACT_BATCH]
+                cooperate()
+        if events or not entry.refs:
+            yield events
 
     def compact(self) -> None:
         """Compact now (it also happens by itself as the file grows)."""
