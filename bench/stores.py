@@ -1035,7 +1035,7 @@ def lengths_phase(opts: Options) -> str:
          "--repeat", str(opts.repeat), "--redis-url", opts.redis_url,
          "--postgres-url", opts.postgres_url, "--mariadb-url", opts.mariadb_url],
         stdout=subprocess.PIPE, text=True, timeout=opts.phase_timeout, check=True)
-    return done.stdout.strip()
+    return done.stdout.strip("\n")  # the table right-justifies its first column
 
 
 def run(opts: Options, report: Report) -> None:
