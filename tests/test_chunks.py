@@ -61,8 +61,9 @@ def test_a_run_holds_a_bounded_number_of_chunks():
 
 
 def test_a_long_task_holds_more_chunks_per_append():
-    """Each append copies the artifact's parts into the snapshot: on a long task the
-    bursts grow with the log, so that copy costs a chunk the same at any length."""
+    """On a long task the bursts grow with the log, so that an append (a store write,
+    and past MAX_UNFOLDED chunks a copy of the artifact's parts) costs a chunk the
+    same at any length."""
     found = scenario("cap_grows_with_the_task")
     assert found["count"] == 20_000
     assert found["over_cap"] == []

@@ -81,9 +81,11 @@ def unsent_cap(log_length: int) -> int:
     """Most chunks a run holds before it appends them itself, for a task whose log is
     ``log_length`` long.
 
-    Each append folds the burst into the task's snapshot, which copies the
-    artifact's list of parts: bursts that grow with the task keep that copy's
-    share of a chunk's cost flat however long the task is.
+    Each append is a store write, and a burst of more than
+    :data:`~a2a_flask.stores.base.MAX_UNFOLDED` chunks is folded into the
+    task's snapshot at once, which copies the artifact's list of parts: bursts
+    that grow with the task keep both costs' share of a chunk flat however
+    long the task is.
     """
     return max(MAX_UNSENT, log_length // UNSENT_SHARE)
 

@@ -82,8 +82,7 @@ class TaskRecord:
         everything at once.
         """
         seq = self.seq + len(events)
-        if (all(isinstance(event, TaskArtifactUpdateEvent) for event in events)
-                and self._unfolded_count() + len(events) <= MAX_UNFOLDED):
+        if only_chunks(events) and self._unfolded_count() + len(events) <= MAX_UNFOLDED:
             return _WithChunks(self, events, seq)
         outline, chunks = self._pending()
         return TaskRecord(apply_events(outline, chunks + events), seq,
@@ -95,6 +94,12 @@ class TaskRecord:
 
     def _unfolded_count(self) -> int:
         return 0
+
+
+def only_chunks(events: List[Event]) -> bool:
+    """Whether ``events`` are all artifact chunks: events that change neither a
+    task's status nor its history."""
+    return all(isinstance(event, TaskArtifactUpdateEvent) for event in events)
 
 
 #: Most chunks a record holds unfolded.  A fold is one step that does not
@@ -401,7 +406,7 @@ def snapshot_due(snapshot_seq: int, seq: int, events: List[Event]) -> bool:
     settle the task (so a finished task reads in one lookup), and the runtime
     trims the history in the snapshot it hands over.
     """
-    if not all(isinstance(event, TaskArtifactUpdateEvent) for event in events):
+    if not only_chunks(events):
         return True
     return seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
 
