@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import dbm.dumb
 import fcntl
+import json
 import os
 import pathlib
 import shelve
@@ -27,6 +28,7 @@ from .test_stores import (
     make_task,
     stamp,
     status_event,
+    stored_snapshot_seq,
     user_turn,
 )
 
@@ -131,8 +133,6 @@ def test_a_long_task_is_compacted_into_records_of_bounded_size(tmp_path, monkeyp
     """A record is decoded in one step (by each compaction and catch-up): a task
     of many chunks becomes many records, with yields between them, not one huge
     record that would hold the hub."""
-    import json
-
     monkeypatch.setattr(shelve_store, "COMPACT_BATCH", 100)
     yields = []
     monkeypatch.setattr(shelve_store, "cooperate", lambda: yields.append(1))
@@ -157,6 +157,156 @@ def test_a_long_task_is_compacted_into_records_of_bounded_size(tmp_path, monkeyp
         assert [p.text for p in loaded.task.artifacts[0].parts] == [f"c{i}" for i in range(450)]
     append(other, "t1", [status_event("t1", S.COMPLETED)])
     assert store.load("t1").state is S.COMPLETED
+
+
+def _index(store):
+    """Everything a store's index holds, as plain values (to compare two processes')."""
+    def task(entry):
+        return {name: getattr(entry, name) for name in shelve_store._Task.__slots__}
+
+    return ({task_id: task(entry) for task_id, entry in store._tasks.items()},
+            {k: sorted(v) for k, v in store._order.items()},
+            {task_id: {c: dataclasses.astuple(t) for c, t in targets.items()}
+             for task_id, targets in store._targets.items()},
+            store._leases, store._claims)
+
+
+def _appended_one_by_one(store, task_id, chunks, start=0):
+    record = store.load(task_id)
+    for i in range(start, start + chunks):
+        record = record.after([chunk_event(task_id, i)])
+        store.append(task_id, record.seq - 1, [chunk_event(task_id, i)], record)
+
+
+def _decodes(monkeypatch):
+    """A list that grows by one each time the shelve store decodes a record."""
+    calls = []
+
+    def counted(payload):
+        calls.append(len(payload))
+        return json.loads(payload)
+
+    monkeypatch.setattr(shelve_store, "json", type("counting_json", (), {
+        "loads": staticmethod(counted), "dumps": staticmethod(json.dumps)}))
+    return calls
+
+
+def test_the_writer_builds_the_index_a_process_reading_the_compacted_file_builds(
+        tmp_path, monkeypatch):
+    """The writer does not read its new file back: it points its index at what it
+    wrote.  That index must be the one any process reading the file builds."""
+    monkeypatch.setattr(shelve_store, "COMPACT_BATCH", 100)
+    path = str(tmp_path / "tasks")
+    store = ShelveStore(path)
+    for i in range(5):  # short tasks, finished
+        create(store, f"s{i}", second=i)
+        append(store, f"s{i}", [status_event(f"s{i}", S.WORKING, i)])
+        append(store, f"s{i}", [status_event(f"s{i}", S.COMPLETED, i)])
+    create(store, "long")
+    append(store, "long", [status_event("long", S.WORKING)])
+    _appended_one_by_one(store, "long", 260)
+    store.put_push_target("s1", PushTarget(config("c", token="tok"), owner="alice"))
+    store.claim("push:s1", "worker-a", 60.0)
+    store.acquire_lease("long", "worker-a", 60.0)
+    for round_ in range(3):  # compactions over compacted files, with writes between
+        store.compact()
+        assert _index(store) == _index(ShelveStore(path)), round_
+        _appended_one_by_one(store, "long", 70, start=260 + 70 * round_)
+        append(store, f"s{round_}", [user_turn(f"s{round_}", f"late{round_}")])
+    fresh = ShelveStore(path)
+    for view in (store, fresh):
+        assert [e.seq for e in view.read("long", 0)] == list(range(1, 263 + 3 * 70))
+        parts = view.load("long").task.artifacts[0].parts
+        assert [p.text for p in parts] == [f"c{i}" for i in range(260 + 3 * 70)]
+        assert view.load("s0").seq == 4 and view.load("s0").state is S.COMPLETED
+        assert view.load("s0").task.history[-1].parts[0].text == "late0"
+    # Nothing is on the index that the file does not say:
+    assert _index(store) == _index(fresh)
+
+
+def test_a_compaction_decodes_only_the_records_it_merges(tmp_path, monkeypatch):
+    monkeypatch.setattr(shelve_store, "COMPACT_BATCH", 100)
+    path = str(tmp_path / "tasks")
+    store = ShelveStore(path)
+    for i in range(20):
+        create(store, f"t{i}")
+        append(store, f"t{i}", [status_event(f"t{i}", S.COMPLETED)])
+    create(store, "long")
+    _appended_one_by_one(store, "long", 240)
+    store.compact()  # everything is merged (and each snapshot moved to a record of its own)
+    decoded = _decodes(monkeypatch)
+    store.compact()
+    assert decoded == [], "a compacted file with nothing new is copied, not decoded"
+    _appended_one_by_one(store, "long", 30, start=240)
+    decoded.clear()
+    store.compact()
+    # The 30 new records, the compacted tail they merge with (41 events: less than half
+    # a batch), and the snapshot one of them holds (at seq 264), moved to a record of its
+    # own; the two full batches and the short tasks are copied.
+    assert stored_snapshot_seq(store, "long") == 264
+    assert len(decoded) == 30 + 1 + 1, len(decoded)
+    sizes = [len(json.loads(store._payload(ref))["ev"]) for ref in store._tasks["long"].refs]
+    assert sizes == [100, 100, 71]
+    assert [p.text for p in ShelveStore(path).load("long").task.artifacts[0].parts] == [
+        f"c{i}" for i in range(270)]
+
+
+def test_a_compaction_that_fails_leaves_the_log_and_the_index_as_they_were(tmp_path,
+                                                                          monkeypatch):
+    path = str(tmp_path / "tasks")
+    store = ShelveStore(path)
+    for i in range(10):
+        create(store, f"t{i}")
+        append(store, f"t{i}", [status_event(f"t{i}", S.WORKING)])
+    before, size = _index(store), os.path.getsize(path + ".log")
+    writes = []
+
+    def full_disk(self, payload):
+        writes.append(payload)
+        if len(writes) > 5:
+            raise OSError(28, "No space left on device")
+        return real_add(self, payload)
+
+    real_add = recordlog.Rewrite.add
+    monkeypatch.setattr(recordlog.Rewrite, "add", full_disk)
+    with pytest.raises(OSError):
+        store.compact()
+    monkeypatch.setattr(recordlog.Rewrite, "add", real_add)
+    assert not os.path.exists(path + ".log.tmp")
+    assert os.path.getsize(path + ".log") == size and _index(store) == before
+    append(store, "t3", [status_event("t3", S.COMPLETED)])
+    assert ShelveStore(path).load("t3").state is S.COMPLETED
+    assert [e.seq for e in store.read("t3", 0)] == [1, 2, 3]
+
+
+def test_a_log_compacted_by_an_earlier_development_version_is_read_and_compacted(tmp_path):
+    """0.2 development versions compacted a task into one record holding its meta,
+    snapshot ("ss") and events; such a file must read, append and compact alike."""
+    from a2a_flask.protocol.codec import encode
+    from a2a_flask.stores.serial import dumps, event_body
+
+    path = str(tmp_path / "tasks")
+    task = make_task("old", S.WORKING, second=2)
+    events = [[1, event_body(make_task("old", second=1))],
+              [2, event_body(status_event("old", S.WORKING, 2))],
+              [3, event_body(user_turn("old", "more"))]]
+    head = {"k": "t", "id": "old", "seq": 3, "cx": "ctx", "st": S.WORKING.value,
+            "up": stamp(2), "task": encode(task), "ss": 2,
+            "meta": ["", "", "1.0", stamp(1)], "ev": events}
+    log = recordlog.RecordLog(path + ".log", path + ".lock")
+    with log.locked():
+        log.changes()
+        log.append([dumps(head).encode()])
+    log.close()
+    store = ShelveStore(path)
+    assert store.load("old").task.history[-1].parts[0].text == "more"
+    append(store, "old", [status_event("old", S.COMPLETED, 3)])
+    store.compact()
+    for view in (store, ShelveStore(path)):
+        loaded = view.load("old")
+        assert (loaded.seq, loaded.state) == (4, S.COMPLETED)
+        assert [m.parts[0].text for m in loaded.task.history] == ["hi", "more"]
+        assert [e.seq for e in view.read("old", 0)] == [1, 2, 3, 4]
 
 
 def test_the_log_stays_bounded_when_old_tasks_are_purged(tmp_path, monkeypatch):

@@ -9,13 +9,16 @@ its checksum, and the next writer cuts that tail off before it appends.  A
 reader never needs the lock (records are never changed in place), so reading
 never waits for a writer.
 
-Compaction writes the live records to a new file and renames it over the old
-one; a process notices the new inode on its next :meth:`RecordLog.changes`
-and reads the new file from the start.  Every file switch is atomic (a rename
-after ``fsync``), so a kill at any moment leaves either the old file or the new.
+Compaction writes the live records to a new file (:meth:`RecordLog.rewrite`)
+and renames it over the old one; the process that wrote it reads on from its
+end, and every other process notices the new inode on its next
+:meth:`RecordLog.changes` and reads the new file from the start.  Every file
+switch is atomic (a rename after ``fsync``), so a kill at any moment leaves
+either the old file or the new.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import importlib
@@ -24,7 +27,7 @@ import os
 import struct
 import time
 import zlib
-from typing import Callable, Iterable, Iterator, List, Tuple
+from typing import Callable, Iterator, List, Tuple
 
 from ..concurrency import gevent_active
 from .base import StoreError
@@ -106,7 +109,7 @@ class RecordLog:
         if not os.path.exists(self.path):
             with self.locked():
                 if not os.path.exists(self.path):
-                    self._install([])
+                    Rewrite(self.path).install()
         self._reopen_log()
 
     def _reopen_log(self) -> None:
@@ -120,21 +123,6 @@ class RecordLog:
             raise StoreError(f"{self.path} is not an a2a_flask record log "
                              f"(it starts with {head[:24]!r})")
         self.end = len(MAGIC)
-
-    def _install(self, frames: Iterable[bytes]) -> None:
-        """Atomically make ``path`` a file of MAGIC plus ``frames`` (under the lock)."""
-        temporary = self.path + ".tmp"
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            with os.fdopen(fd, "wb", buffering=READ_CHUNK, closefd=False) as out:
-                out.write(MAGIC)
-                for chunk in frames:
-                    out.write(chunk)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temporary, self.path)
-        _fsync_directory(self.path)
 
     def close(self) -> None:
         """Close both files (a no-op when they are closed)."""
@@ -273,13 +261,62 @@ class RecordLog:
         lock, call it after releasing the lock (so other writers need not wait for the disk)."""
         return Flusher(os.dup(self._fd))
 
-    def replace(self, payloads: Iterable[bytes]) -> None:
-        """Compaction: make the log exactly ``payloads`` (call under :meth:`locked`).
+    @contextlib.contextmanager
+    def rewrite(self) -> Iterator["Rewrite"]:
+        """Compaction (call under :meth:`locked`, after :meth:`changes`)::
 
-        The next :meth:`changes` reports ``restarted`` with the new records.
+            with log.rewrite() as new:
+                ref = new.add(payload)  # ...for each live record
+
+        On a clean exit the new file replaces the log, and this process reads on
+        from its end: it knows what it wrote, so its next :meth:`changes` reports
+        nothing (other processes see a restart).  If the block raises, the log
+        stays as it was.
         """
-        self._install(frame(payload) for payload in payloads)
-        self._ino = -1  # so that changes() reopens and rereads
+        new = Rewrite(self.path)
+        try:
+            yield new
+            new.install()
+        except BaseException:
+            new.discard()
+            raise
+        self._reopen_log()
+        self.end = new.end
+
+
+class Rewrite:
+    """A new version of a log file, written beside it as ``path + ".tmp"``."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._temporary = path + ".tmp"
+        self._out = open(self._temporary, "wb", buffering=READ_CHUNK)
+        self._out.write(MAGIC)
+        #: Where the next frame starts: the new file's size so far.
+        self.end = len(MAGIC)
+
+    def add(self, payload: bytes) -> Tuple[int, int]:
+        """Write one record; where its payload is in the new file: ``(offset, length)``."""
+        self._out.write(frame(payload))
+        offset = self.end + _FRAME.size
+        self.end = offset + len(payload)
+        return offset, len(payload)
+
+    def install(self) -> None:
+        """Flush the new file to disk, then rename it over the old one (atomically)."""
+        self._out.flush()
+        _off_the_hub(os.fsync, self._out.fileno())
+        self._out.close()
+        os.replace(self._temporary, self._path)
+        _fsync_directory(self._path)
+
+    def discard(self) -> None:
+        """Give up: close and remove the new file (the old one is untouched)."""
+        self._out.close()
+        try:
+            os.unlink(self._temporary)
+        except FileNotFoundError:
+            pass
 
 
 class Flusher:

@@ -14,7 +14,12 @@ cooperative sleep), check the compare-and-set against the caught-up index,
 append, release the lock, and ``fdatasync`` tasks and webhooks before the call
 returns (in gevent's thread pool under gevent); reads take no file lock.  When the file has doubled since it was last compacted, the writer
 rewrites the live records (dropping superseded snapshots, purged tasks,
-expired claims) to a new file and renames it over the old one.
+expired claims) to a new file and renames it over the old one.  There a
+task is a head record (what the index keeps on it), a record of its snapshot
+alone, and records of its events; records that need no change are copied as
+bytes, runs of small ones merged into records of up to :data:`COMPACT_BATCH`
+events, and the writer updates its index from what it wrote, so a compaction
+decodes only what it merges (and a snapshot the first time it moves).
 
 The name is historical: stores written by the ``shelve``/``dbm.dumb`` format
 of earlier releases are migrated into the log the first time they are
@@ -25,12 +30,13 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import dbm.dumb
+import itertools
 import json
 import os
 import shelve as shelve_module
 import threading
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from ..concurrency import Notifier, cooperate
 from ..protocol.codec import decode, encode
@@ -52,7 +58,7 @@ from .base import (
     outages_as_unavailable,
     snapshot_due,
 )
-from .recordlog import Flusher, LockTimeout, RecordLog
+from .recordlog import Flusher, LockTimeout, RecordLog, Rewrite
 from .serial import dumps, event_body, event_from_body
 
 #: How often a waiter looks for writes made by other processes (seconds).
@@ -62,8 +68,9 @@ COMPACT_MIN_BYTES = 4 << 20
 #: Records replayed (or tasks compacted) between two yields to other greenlets.
 YIELD_EVERY = 1000
 #: Most events one record of a compacted log holds.  A record is decoded in one
-#: step that does not yield (by each compaction and catch-up after it), so a
-#: task of 100,000 chunks is many records, not one of megabytes.
+#: step that does not yield (by a catch-up or a read), so a task of 100,000
+#: chunks is many records, not one of megabytes.  A compaction copies a record
+#: of at least half this many events as it is (and a lone smaller one too).
 COMPACT_BATCH = 1000
 #: Suffixes of the files of the earlier ``dbm.dumb`` format.
 OLD_SUFFIXES = (".dir", ".dat", ".bak")
@@ -74,13 +81,16 @@ Ref = Tuple[int, int]  # (offset, length) of a record's payload in the log
 #: A task as read under the index lock: (tenant, owner, dialect, created_at, seq,
 #: snapshot's seq), the snapshot's record, the records of the events logged since.
 _Found = Tuple[Tuple[str, str, str, str, int, int], bytes, List[bytes]]
+#: Where a compaction wrote a task: its snapshot, and its ``lasts``, ``refs`` and ``bare``.
+_Placed = Tuple[Ref, List[int], List[Ref], List[bool]]
 
 
 class _Task:
     """What the index knows about a task without reading the log."""
 
     __slots__ = ("tenant", "owner", "dialect", "created_at", "context_id", "state",
-                 "updated_at", "seq", "snapshot", "snap_seq", "lasts", "refs")
+                 "updated_at", "seq", "snapshot", "snap_seq", "snap_alone", "lasts", "refs",
+                 "bare")
 
     def __init__(self, meta: List[str]) -> None:
         self.tenant, self.owner, self.dialect, self.created_at = meta
@@ -89,9 +99,14 @@ class _Task:
         #: The record holding the latest stored snapshot, and the last event it includes.
         self.snapshot: Ref = (0, 0)
         self.snap_seq = 0
-        #: For each record holding this task's events: its last sequence number and where it is.
+        #: Whether that record holds the snapshot alone (a compaction may copy it as it is).
+        self.snap_alone = False
+        #: For each record holding this task's events: its last sequence number, where
+        #: it is, and whether it holds nothing else (no snapshot, no meta), so that a
+        #: compaction may copy it as it is.
         self.lasts: List[int] = []
         self.refs: List[Ref] = []
+        self.bare: List[bool] = []
 
 
 def _named(path: str, exc: OSError) -> OSError:
@@ -151,6 +166,10 @@ class ShelveStore(TaskStore):
         kind = rec["k"]
         if kind == "t":
             self._apply_task(rec, ref)
+        elif kind == "s":
+            entry = self._tasks.get(rec["id"])
+            if entry is not None:  # (else a snapshot of a task purged meanwhile)
+                entry.snapshot, entry.snap_seq, entry.snap_alone = ref, rec["ss"], True
         elif kind == "p":
             target = PushTarget(decode(TaskPushNotificationConfig, rec["cfg"]), rec["d"], rec["o"],
                                 rec["ds"], rec["f"], rec["g"])
@@ -183,17 +202,19 @@ class ShelveStore(TaskStore):
             entry = self._tasks[task_id] = _Task(rec["meta"])
         elif entry is None:
             return  # appended to a task purged meanwhile
-        else:
+        if rec["seq"] >= entry.seq:  # a record a compaction copied may be older than its head
             self._unorder(task_id, entry)
-        entry.context_id, entry.state, entry.updated_at = rec["cx"], rec["st"], rec["up"]
-        entry.seq = rec["seq"]
-        if "task" in rec:  # "ss": a compacted record's snapshot may predate its last events
+            entry.context_id, entry.state, entry.updated_at = rec["cx"], rec["st"], rec["up"]
+            entry.seq = rec["seq"]
+            bisect.insort(self._order.setdefault((entry.tenant, entry.owner), []),
+                          (entry.updated_at, task_id))
+        if "task" in rec:  # ("ss": written by compactions of 0.2 development versions)
             entry.snapshot, entry.snap_seq = ref, rec.get("ss", rec["seq"])
+            entry.snap_alone = False
         if rec["ev"]:
             entry.lasts.append(rec["ev"][-1][0])
             entry.refs.append(ref)
-        bisect.insort(self._order.setdefault((entry.tenant, entry.owner), []),
-                      (entry.updated_at, task_id))
+            entry.bare.append("meta" not in rec and "task" not in rec)
 
     def _unorder(self, task_id: str, entry: _Task) -> None:
         keys = self._order.get((entry.tenant, entry.owner), [])
@@ -467,46 +488,92 @@ class ShelveStore(TaskStore):
 
     def _compact(self) -> None:
         """Rewrite the live records to a new file (under both locks); see the module docstring."""
-        self._log.replace(self._live_payloads())
-        self._catch_up()  # reads the new file from its start
-        self._base_size = self._log.size()
-
-    def _live_payloads(self) -> Iterator[bytes]:
-        for count, (task_id, entry) in enumerate(list(self._tasks.items()), 1):
-            common = {"k": "t", "id": task_id, "seq": entry.seq, "cx": entry.context_id,
-                      "st": entry.state, "up": entry.updated_at}
-            first = {"task": json.loads(self._payload(entry.snapshot))["task"],
-                     "ss": entry.snap_seq,
-                     "meta": [entry.tenant, entry.owner, entry.dialect, entry.created_at]}
-            for events in self._event_batches(entry):
-                yield dumps({**common, **first, "ev": events}).encode()
-                first = {}
-            if count % YIELD_EVERY == 0:
-                cooperate()
-        for task_id, targets in self._targets.items():
-            for t in targets.values():
-                yield dumps({"k": "p", "id": task_id, "cfg": encode(t.config), "d": t.dialect,
-                             "o": t.owner, "ds": t.delivered_seq, "f": t.failures,
-                             "g": t.gave_up}).encode()
         now = time.time()
-        for key, (owner, expires) in self._claims.items():
-            if expires >= now:
-                yield dumps({"k": "c", "key": key, "o": owner, "x": expires}).encode()
-        for task_id, (owner, expires) in self._leases.items():
-            yield dumps({"k": "l", "ids": [task_id], "o": owner, "x": expires}).encode()
+        claims = {key: held for key, held in self._claims.items() if held[1] >= now}
+        placed: List[Tuple[_Task, _Placed]] = []
+        with self._log.rewrite() as new:
+            for count, (task_id, entry) in enumerate(list(self._tasks.items()), 1):
+                placed.append((entry, self._rewrite_task(new, task_id, entry)))
+                if count % YIELD_EVERY == 0:
+                    cooperate()
+            for task_id, targets in self._targets.items():
+                for t in targets.values():
+                    new.add(dumps({"k": "p", "id": task_id, "cfg": encode(t.config),
+                                   "d": t.dialect, "o": t.owner, "ds": t.delivered_seq,
+                                   "f": t.failures, "g": t.gave_up}).encode())
+            for key, (owner, expires) in claims.items():
+                new.add(dumps({"k": "c", "key": key, "o": owner, "x": expires}).encode())
+            for task_id, (owner, expires) in self._leases.items():
+                new.add(dumps({"k": "l", "ids": [task_id], "o": owner, "x": expires}).encode())
+        # The new file is in place: point the index at it (what a process reading it
+        # from the start would build, without reading it).
+        for entry, (snapshot, lasts, refs, bare) in placed:
+            entry.snapshot, entry.snap_alone = snapshot, True
+            entry.lasts, entry.refs, entry.bare = lasts, refs, bare
+        self._claims = claims
+        self._base_size = self._log.end
 
-    def _event_batches(self, entry: "_Task") -> Iterator[List[Any]]:
-        """A task's logged events, oldest first, in lists of up to :data:`COMPACT_BATCH`
-        (at least one list, maybe empty); yields to other greenlets between lists."""
-        events: List[Any] = []
-        for ref in entry.refs:
-            events.extend(json.loads(self._payload(ref))["ev"])
-            while len(events) >= COMPACT_BATCH:
-                yield events[:COMPACT_BATCH]
-                del events[:COMPACT_BATCH]
+    def _rewrite_task(self, new: Rewrite, task_id: str, entry: "_Task") -> "_Placed":
+        """Write one task's live records to ``new``: a head (what the index keeps on
+        it), its snapshot, then its events in order, copying as they are the records
+        that need no merging.  Where they went, for the index."""
+        fields = {"k": "t", "id": task_id, "seq": entry.seq, "cx": entry.context_id,
+                  "st": entry.state, "up": entry.updated_at}
+        new.add(dumps({**fields, "ev": [],
+                       "meta": [entry.tenant, entry.owner, entry.dialect,
+                                entry.created_at]}).encode())
+        snapshot = self._payload(entry.snapshot)
+        if not entry.snap_alone:
+            snapshot = dumps({"k": "s", "id": task_id, "ss": entry.snap_seq,
+                              "task": json.loads(snapshot)["task"]}).encode()
+        placed: _Placed = (new.add(snapshot), [], [], [])
+        _, lasts, refs, bare = placed
+        unyielded = 0  # events written since the last yield to other greenlets
+
+        def write(payload: bytes, last: int) -> None:
+            nonlocal unyielded
+            unyielded += last - (lasts[-1] if lasts else 0)  # (sequence numbers have no gaps)
+            lasts.append(last)
+            refs.append(new.add(payload))
+            bare.append(True)
+            if unyielded >= COMPACT_BATCH:
                 cooperate()
-        if events or not entry.refs:
-            yield events
+                unyielded = 0
+
+        for copy, run in self._event_runs(entry):
+            if copy:
+                ((last, ref),) = run
+                write(self._payload(ref), last)
+                continue
+            merging: List[Any] = []
+            for _, ref in run:
+                merging.extend(json.loads(self._payload(ref))["ev"])
+                while len(merging) >= COMPACT_BATCH:
+                    batch, merging = merging[:COMPACT_BATCH], merging[COMPACT_BATCH:]
+                    write(dumps({**fields, "ev": batch}).encode(), batch[-1][0])
+            if merging:
+                write(dumps({**fields, "ev": merging}).encode(), merging[-1][0])
+        return placed
+
+    @staticmethod
+    def _event_runs(entry: "_Task") -> List[Tuple[bool, List[Tuple[int, Ref]]]]:
+        """A task's event records, oldest first, as ``(copy, [(last seq, ref), ...])``:
+        a record to copy as it is, alone, or a run of records to merge.  A bare record
+        is copied when it holds half a batch or more, or has no small neighbour to
+        merge with (a finished task's one record is then never decoded again)."""
+        sized = []
+        previous = 0
+        for last, ref, alone in zip(entry.lasts, entry.refs, entry.bare):
+            sized.append((alone and last - previous >= COMPACT_BATCH // 2, alone, last, ref))
+            previous = last
+        runs: List[Tuple[bool, List[Tuple[int, Ref]]]] = []
+        for big, group in itertools.groupby(sized, key=lambda each: each[0]):
+            records = list(group)
+            if big or (len(records) == 1 and records[0][1]):
+                runs += [(True, [(last, ref)]) for _, _, last, ref in records]
+            else:
+                runs.append((False, [(last, ref) for _, _, last, ref in records]))
+        return runs
 
     def compact(self) -> None:
         """Compact now (it also happens by itself as the file grows)."""
@@ -544,6 +611,8 @@ class ShelveStore(TaskStore):
 
 def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
                  created_at: str, *, snapshot: bool = True) -> Dict[str, Any]:
+    """A task's events (numbered), what the index keeps on it and, with ``snapshot``,
+    the task itself, as ``record`` leaves them: one record, so all there or not at all."""
     outline = record.outline
     rec = {"k": "t", "id": outline.id, "seq": record.seq, "ev": events,
            "cx": outline.context_id, "st": outline.status.state.value,
