@@ -16,10 +16,9 @@ Routes (all on one Flask app, one gunicorn gevent worker):
   ``{"stall": 0.3}`` keeps this worker from accepting while the next call goes out).
 
 The store comes from the environment (``app.config.from_prefixed_env()``), for
-example ``FLASK_A2A_STORE=sqlite:///tmp/bench.db``; the three agents share one
-store object (each opening the URL itself would make three: three indexes of
-a shelve file, each reading the whole file again whenever another compacts it,
-a cost a one-agent app does not pay).
+example ``FLASK_A2A_STORE=sqlite:///tmp/bench.db``; all three agents share it
+(one store object: ``init_app`` gives agents of one app that name the same
+store the same object).
 Serve it by hand with::
 
     gunicorn -k gevent -w 1 -b 127.0.0.1:8000 --pythonpath bench bench_app:app
@@ -36,8 +35,6 @@ from typing import Any, Dict, Iterator
 from flask import Flask, Response, jsonify, request
 
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill, TaskContext, TaskStore
-from a2a_flask.config import Settings
-from a2a_flask.stores import open_store
 
 CHUNKS = int(os.environ.get("BENCH_CHUNKS", "100"))
 #: The chunk agent yields to the other greenlets after each chunk, as one relaying
@@ -60,20 +57,11 @@ def bench_card(name: str, description: str) -> AgentCard:
     )
 
 
-app = Flask(__name__)
-# FLASK_A2A_STORE=sqlite:///... (and any other FLASK_A2A_*) picks the store; default memory://.
-app.config.from_prefixed_env()
-_settings = Settings.from_config(app.config)
-#: The agents' one store (None: each keeps a memory store of its own, as before).
-STORE = (open_store(_settings.store, task_ttl=_settings.task_ttl)
-         if not _settings.store.startswith("memory:") else None)
-
-echo_agent = A2A(card=bench_card("Echo", "Echoes the text"), name="echo", url_prefix="/a2a",
-                 store=STORE)
+echo_agent = A2A(card=bench_card("Echo", "Echoes the text"), name="echo", url_prefix="/a2a")
 chunk_agent = A2A(card=bench_card("Chunks", f"Streams {CHUNKS} chunks"), name="chunks",
-                  url_prefix="/chunks", root_card=False, store=STORE)
+                  url_prefix="/chunks", root_card=False)
 hold_agent = A2A(card=bench_card("Hold", "Stays WORKING until released"), name="hold",
-                 url_prefix="/hold", root_card=False, store=STORE)
+                 url_prefix="/hold", root_card=False)
 
 
 @echo_agent.executor
@@ -113,6 +101,9 @@ elif os.environ.get("BENCH_OTEL") == "noop":
 
     trace.set_tracer_provider(trace.NoOpTracerProvider())
 
+app = Flask(__name__)
+# FLASK_A2A_STORE=sqlite:///... (and any other FLASK_A2A_*) picks the store; default memory://.
+app.config.from_prefixed_env()
 echo_agent.init_app(app)
 chunk_agent.init_app(app)
 hold_agent.init_app(app)

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, List
 import pytest
 from flask import Flask
 
-from a2a_flask import A2A, MemoryStore, ShelveStore
+from a2a_flask import A2A, MemoryStore, ShelveStore, StoreUnavailable
 from a2a_flask.web.extension import AgentState
 
 from .conftest import echo, make_card
@@ -132,6 +132,35 @@ def test_two_agents_keep_separate_stores(two_agents):
     error = rpc(client, "GetTask", {"id": task["id"]}, path="/beta")["error"]
     assert error["code"] == -32001
     assert set(two_agents.extensions["a2a"]) == {"alpha", "beta"}
+
+
+def test_agents_naming_one_store_share_one_object_closed_with_the_last(new_app, tmp_path):
+    """Each opening the URL would make two indexes of one shelve file, each reading
+    all of it again after the other compacts it; memory:// stays each agent's own."""
+    url = f"shelve://{tmp_path}/shared"
+    app = new_app(store=url)
+    alpha = A2A(app, card=make_card(), executor=echo, name="alpha", url_prefix="/alpha")
+    beta = A2A(app, card=make_card(), executor=echo, name="beta", url_prefix="/beta")
+    own = A2A(app, card=make_card(), executor=echo, name="own", url_prefix="/own",
+              store="memory://")
+    mine = A2A(app, card=make_card(), executor=echo, name="mine", url_prefix="/mine",
+               store="memory://")
+    assert isinstance(alpha.store(app), ShelveStore) and alpha.store(app) is beta.store(app)
+    assert own.store(app) is not mine.store(app)
+    other_app = new_app(store=url)  # another app (as another worker would): its own object
+    other = A2A(other_app, card=make_card(), executor=echo, name="alpha", url_prefix="/alpha")
+    assert other.store(other_app) is not alpha.store(app)
+
+    client = app.test_client()
+    first = send(client, "one", path="/alpha")
+    alpha.state(app).close()
+    alpha.state(app).close()  # closing twice lets go once: beta still has the store
+    second = send(client, "two", path="/beta")
+    assert beta.store(app).load(first["id"]) is not None
+    beta.state(app).close()  # the last one: closed now
+    with pytest.raises(StoreUnavailable):  # (its files are closed)
+        beta.store(app).load(second["id"])
+    assert other.store(other_app).load(second["id"]).task.artifacts[0].parts[0].text == "two"
 
 
 def test_two_agents_each_serve_their_own_card_under_their_prefix(two_agents):

@@ -5,14 +5,15 @@ once, opens the store, builds the runtime and registers a blueprint (the
 JSON-RPC endpoint and the agent's own card under ``url_prefix``) plus the card
 at the host root ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``.
 Per-app state lives in ``app.extensions["a2a"][name]``; several agents with
-different names and prefixes can share an app.
+different names and prefixes can share an app, and agents of one app that name
+the same store URL share one store object (``app.extensions["a2a_stores"]``).
 """
 from __future__ import annotations
 
 import functools
 import logging
 from email.utils import formatdate
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from flask import Blueprint, Flask, Response, current_app, request
 
@@ -48,7 +49,8 @@ class AgentState:
     """What ``init_app`` built for one agent in one app."""
 
     def __init__(self, name: str, settings: Settings, service: AgentService,
-                 renderer: CardRenderer, auth: Authentication) -> None:
+                 renderer: CardRenderer, auth: Authentication,
+                 release_store: Optional[Callable[[], None]] = None) -> None:
         self.name = name
         #: Who is calling: asked by both bindings before they read a request's body.
         self.auth = auth
@@ -56,17 +58,19 @@ class AgentState:
         self.service = service
         self.renderer = renderer
         self.card_modified = formatdate(usegmt=True)
+        self._release_store = release_store or service.store.close
 
     @property
     def store(self) -> TaskStore:
         return self.service.store
 
     def close(self) -> None:
-        """Stop the background keeper and close the store (tests, app shutdown)."""
+        """Stop the background keeper and close the store (tests, app shutdown); a store
+        shared with other agents of the app is closed with the last of them."""
         self.service.runtime.close()
         if self.service.push is not None:
             self.service.push.transport.close()
-        self.store.close()
+        self._release_store()
 
     def base_url(self) -> str:
         """Scheme, host and mount point clients use to reach this agent."""
@@ -164,8 +168,11 @@ class A2A:
         auth = Authentication(self.authenticators, required=settings.auth_required)
         card = with_security(self.card, auth)
         auth.declared = card.security_schemes
-        store = self._store if isinstance(self._store, TaskStore) else open_store(
-            self._store or settings.store, task_ttl=settings.task_ttl)
+        if isinstance(self._store, TaskStore):
+            store, release_store = self._store, self._store.close
+        else:
+            store, release_store = _open_shared(app, self._store or settings.store,
+                                                settings.task_ttl)
         workers = gunicorn_workers()
         if isinstance(store, MemoryStore) and workers is not None and workers > 1:
             log.warning(
@@ -193,7 +200,7 @@ class A2A:
                                 settings.max_streams_per_caller)
         renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings),
                                 legacy=bool(settings.legacy_card))
-        state = AgentState(self.name, settings, service, renderer, auth)
+        state = AgentState(self.name, settings, service, renderer, auth, release_store)
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         service.lenient_version = settings.lenient_version
         if card.capabilities.push_notifications:
@@ -311,3 +318,36 @@ class A2A:
         """The task store this agent uses in ``app``."""
         return self.state(app).store
 
+
+def _open_shared(app: Flask, url: Any, task_ttl: float) -> Tuple[TaskStore, Callable[[], None]]:
+    """The store ``url`` names for an agent of ``app``, and how to let go of it.
+
+    Agents of one app that name the same store share one object: each opening
+    it would keep its own connections and, for shelve, its own index of the
+    file, reading all of it again whenever another one compacts it.  The memory
+    store is not shared: ``memory://`` is each agent's own.  The shared object is
+    closed when the last agent using it lets go.
+    """
+    if not isinstance(url, str) or url.split(":", 1)[0] == "memory":
+        own = open_store(url, task_ttl=task_ttl)
+        return own, own.close
+    shared: Dict[Tuple[str, float], List[Any]] = app.extensions.setdefault("a2a_stores", {})
+    key = (url, task_ttl)
+    if key not in shared:
+        shared[key] = [open_store(url, task_ttl=task_ttl), 0]
+    entry = shared[key]
+    entry[1] += 1
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if released:
+            return
+        released = True
+        entry[1] -= 1
+        if entry[1] == 0:
+            shared.pop(key, None)
+            entry[0].close()
+
+    store: TaskStore = entry[0]
+    return store, release
