@@ -563,8 +563,8 @@ class ShelveStore(TaskStore):
         merge with (a finished task's one record is then never decoded again)."""
         sized = []
         previous = 0
-        for last, ref, alone in zip(entry.lasts, entry.refs, entry.bare):
-            sized.append((alone and last - previous >= COMPACT_BATCH // 2, alone, last, ref))
+        for last, ref, is_bare in zip(entry.lasts, entry.refs, entry.bare):
+            sized.append((is_bare and last - previous >= COMPACT_BATCH // 2, is_bare, last, ref))
             previous = last
         runs: List[Tuple[bool, List[Tuple[int, Ref]]]] = []
         for big, group in itertools.groupby(sized, key=lambda each: each[0]):
