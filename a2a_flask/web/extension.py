@@ -101,7 +101,8 @@ class A2A:
     :param card: the public :class:`~a2a_flask.protocol.models.AgentCard`; leave its
         ``supported_interfaces`` empty to have them built from the real endpoints.
     :param executor: the agent function (or set it with the :meth:`executor` decorator).
-    :param store: a :class:`~a2a_flask.stores.TaskStore` or a store URL; wins over ``A2A_STORE``.
+    :param store: a :class:`~a2a_flask.stores.TaskStore` or a store URL; wins over
+        ``A2A_STORE``.  Agents of one app that name the same URL share one store object.
     :param url_prefix: where the endpoint lives; wins over ``A2A_URL_PREFIX`` (default ``/a2a``).
     :param name: the key in ``app.extensions["a2a"]``; give each agent of one app its own.
     :param extended_card: the extended card (served to authenticated callers only), or a
