@@ -81,8 +81,9 @@ Ref = Tuple[int, int]  # (offset, length) of a record's payload in the log
 #: A task as read under the index lock: (tenant, owner, dialect, created_at, seq,
 #: snapshot's seq), the snapshot's record, the records of the events logged since.
 _Found = Tuple[Tuple[str, str, str, str, int, int], bytes, List[bytes]]
-#: Where a compaction wrote a task: its snapshot, and its ``lasts``, ``refs`` and ``bare``.
-_Placed = Tuple[Ref, List[int], List[Ref], List[bool]]
+#: Where a compaction wrote a task: its snapshot, and its ``lasts`` and ``refs`` (all
+#: of them bare: a compaction writes events in records of their own).
+_Placed = Tuple[Ref, List[int], List[Ref]]
 
 
 class _Task:
@@ -507,9 +508,9 @@ class ShelveStore(TaskStore):
                 new.add(dumps({"k": "l", "ids": [task_id], "o": owner, "x": expires}).encode())
         # The new file is in place: point the index at it (what a process reading it
         # from the start would build, without reading it).
-        for entry, (snapshot, lasts, refs, bare) in placed:
+        for entry, (snapshot, lasts, refs) in placed:
             entry.snapshot, entry.snap_alone = snapshot, True
-            entry.lasts, entry.refs, entry.bare = lasts, refs, bare
+            entry.lasts, entry.refs, entry.bare = lasts, refs, [True] * len(refs)
         self._claims = claims
         self._base_size = self._log.end
 
@@ -523,11 +524,14 @@ class ShelveStore(TaskStore):
                        "meta": [entry.tenant, entry.owner, entry.dialect,
                                 entry.created_at]}).encode())
         snapshot = self._payload(entry.snapshot)
-        if not entry.snap_alone:
+        # A snapshot that shares its record with events is decoded once, for both.
+        shared = None if entry.snap_alone else json.loads(snapshot)
+        if shared is not None:
             snapshot = dumps({"k": "s", "id": task_id, "ss": entry.snap_seq,
-                              "task": json.loads(snapshot)["task"]}).encode()
-        placed: _Placed = (new.add(snapshot), [], [], [])
-        _, lasts, refs, bare = placed
+                              "task": shared["task"]}).encode()
+        snapshot_ref = new.add(snapshot)
+        lasts: List[int] = []
+        refs: List[Ref] = []
         unyielded = 0  # events written since the last yield to other greenlets
 
         def write(payload: bytes, last: int) -> None:
@@ -535,7 +539,6 @@ class ShelveStore(TaskStore):
             unyielded += last - (lasts[-1] if lasts else 0)  # (sequence numbers have no gaps)
             lasts.append(last)
             refs.append(new.add(payload))
-            bare.append(True)
             if unyielded >= COMPACT_BATCH:
                 cooperate()
                 unyielded = 0
@@ -547,13 +550,15 @@ class ShelveStore(TaskStore):
                 continue
             merging: List[Any] = []
             for _, ref in run:
-                merging.extend(json.loads(self._payload(ref))["ev"])
+                rec = (shared if shared is not None and ref == entry.snapshot
+                       else json.loads(self._payload(ref)))
+                merging.extend(rec["ev"])
                 while len(merging) >= COMPACT_BATCH:
                     batch, merging = merging[:COMPACT_BATCH], merging[COMPACT_BATCH:]
                     write(dumps({**fields, "ev": batch}).encode(), batch[-1][0])
             if merging:
                 write(dumps({**fields, "ev": merging}).encode(), merging[-1][0])
-        return placed
+        return snapshot_ref, lasts, refs
 
     @staticmethod
     def _event_runs(entry: "_Task") -> List[Tuple[bool, List[Tuple[int, Ref]]]]:

@@ -50,7 +50,7 @@ class AgentState:
 
     def __init__(self, name: str, settings: Settings, service: AgentService,
                  renderer: CardRenderer, auth: Authentication,
-                 release_store: Optional[Callable[[], None]] = None) -> None:
+                 release_store: Callable[[], None]) -> None:
         self.name = name
         #: Who is calling: asked by both bindings before they read a request's body.
         self.auth = auth
@@ -58,7 +58,8 @@ class AgentState:
         self.service = service
         self.renderer = renderer
         self.card_modified = formatdate(usegmt=True)
-        self._release_store = release_store or service.store.close
+        #: Closes the store, or lets go of it where other agents of the app share it.
+        self._release_store = release_store
 
     @property
     def store(self) -> TaskStore:
