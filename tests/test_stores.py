@@ -79,9 +79,18 @@ def ids(page) -> List[str]:
 
 
 def open_store(kind: str, path: str):
-    """A store of ``kind``; ``path`` names it (a file, or for Redis a key prefix)."""
+    """A store of ``kind``; ``path`` names it (a file, or for Redis a key prefix).
+
+    ``memory-frozen`` is the memory store freezing each task as soon as it
+    finishes (its default keeps the last 32 as objects), so that every test of
+    the contract also runs on frozen tasks.
+    """
     if kind == "memory":
         return MemoryStore()
+    if kind == "memory-frozen":
+        store = MemoryStore()
+        store.freeze_lag = 0
+        return store
     if kind == "redis":
         prefix = "a2atest-" + hashlib.sha1(path.encode()).hexdigest()[:12]
         _REDIS_PREFIXES.add(prefix)
@@ -110,7 +119,7 @@ def _drop_redis_keys():
         drop_sql_database(*_SQL_NAMES.pop())
 
 
-@pytest.fixture(params=["memory", *SHARED_STORES])
+@pytest.fixture(params=["memory", "memory-frozen", *SHARED_STORES])
 def store(request, tmp_path):
     made = open_store(request.param, str(tmp_path / "tasks"))
     yield made

@@ -63,6 +63,14 @@ class TaskRecord:
         return self.task
 
     @property
+    def task_id(self) -> str:
+        return self.outline.id
+
+    @property
+    def context_id(self) -> str:
+        return self.outline.context_id
+
+    @property
     def state(self) -> TaskState:
         return self.outline.status.state
 
@@ -420,7 +428,7 @@ def fold(task: Task, events: Iterable[Event]) -> Task:
 
 
 def _sort_key(record: TaskRecord) -> Tuple[str, str]:
-    return (record.updated_at, record.task.id)
+    return (record.updated_at, record.task_id)
 
 
 def encode_page_token(record: TaskRecord) -> str:
@@ -448,7 +456,7 @@ def matches(record: TaskRecord, query: TaskQuery) -> bool:
     """Whether a record passes the query's filters (not its page bounds)."""
     if record.tenant != query.tenant or record.owner != query.owner:
         return False
-    if query.context_id and record.task.context_id != query.context_id:
+    if query.context_id and record.context_id != query.context_id:
         return False
     if query.state is not None and record.state is not query.state:
         return False

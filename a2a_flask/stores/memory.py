@@ -2,15 +2,24 @@
 
 Fast and dependency-free, but every gunicorn worker has its own copy: use it
 with one worker, or pick a shared store (``shelve://`` on one host).
+
+Finished tasks are kept frozen (:mod:`.frozen`): as bytes that Python's
+garbage collector never walks, thawed when read.  A finished task is frozen
+once a read reaches the end of its log (a stream of it has its last events
+in hand, and they are still in the processor's caches), or at the latest
+once :attr:`MemoryStore.freeze_lag` more tasks have ended (a blocking send's
+task, whose log nobody reads).  Until then its readers read objects.
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Deque, Dict, List, Optional, Set, Tuple, Union
 
 from ..concurrency import Notifier
+from ..protocol.models import TaskState
 from .base import (
     Event,
     LogEntry,
@@ -23,17 +32,33 @@ from .base import (
     is_behind,
     select_page,
 )
+from .frozen import FrozenRecord, freeze_log, thaw_log
+
+#: Tasks with longer logs stay objects: freezing is one step that does not yield
+#: (about 7 ms for this many events).
+FREEZE_MAX_EVENTS = 10_000
 
 
 class MemoryStore(TaskStore):
     """Tasks and logs in dicts, guarded by one lock, with in-process wake-ups."""
 
+    #: Finished tasks whose logs nobody has read to the end that stay objects
+    #: (the latest to end): a stream that lags a little still reads objects.
+    freeze_lag = 32
+    #: False keeps every finished task as objects (to measure what freezing saves).
+    freezes = True
+
     def __init__(self) -> None:
+        #: Frozen records (:class:`FrozenRecord`) for finished tasks past the lag.
         self._records: Dict[str, TaskRecord] = {}
-        #: Each task's events in order: the event of sequence number ``n`` is at ``n - 1``.
-        #: Entries are made on read: a stored event is then one object fewer for the
-        #: garbage collector to walk on every full collection (a stream stores many).
-        self._logs: Dict[str, List[Event]] = {}
+        #: Each task's events in order: the event of sequence number ``n`` is at ``n - 1``;
+        #: bytes (:func:`freeze_log`) once the task is frozen.  Entries are made on
+        #: read, so that the store keeps no object per entry.
+        self._logs: Dict[str, Union[List[Event], bytes]] = {}
+        #: The latest tasks to end, oldest first (some frozen since).
+        self._finished: Deque[str] = collections.deque()
+        #: Finished tasks that stay objects: too long, or holding what marshal cannot copy.
+        self._unfrozen: Set[str] = set()
         self._push: Dict[str, Dict[str, PushTarget]] = {}
         self._leases: Dict[str, Tuple[str, float]] = {}
         self._claims: Dict[str, Tuple[str, float]] = {}
@@ -46,27 +71,69 @@ class MemoryStore(TaskStore):
                 raise SequenceConflict(record.task.id)
             self._records[record.task.id] = record
             self._logs[record.task.id] = [first_event]
+            if record.state.terminal:
+                self._ended(record.task.id)
         self._notifier.notify(record.task.id)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
-        return self._records.get(task_id)
+        record = self._records.get(task_id)
+        return record.thawed() if isinstance(record, FrozenRecord) else record
+
+    def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
+        record = self._records.get(task_id)
+        return (record.seq, record.state) if record is not None else None
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
         with self._lock:
             if self._records[task_id].seq != expected_seq:
                 raise SequenceConflict(task_id)
-            self._logs[task_id].extend(events)
+            log = self._logs[task_id]
+            if isinstance(log, bytes):  # a finished task changes no more; whoever did this gets it
+                log = self._logs[task_id] = thaw_log(log)
+            log.extend(events)
             # Records are replaced, never mutated: readers may hold the old one.
             # The new one folds its streamed chunks when first read.
             self._records[task_id] = record
+            if record.state.terminal:
+                self._ended(task_id)
         self._notifier.notify(task_id)
         return record.seq
+
+    def _ended(self, task_id: str) -> None:
+        """A task is terminal now: freeze the one that ended :attr:`freeze_lag` tasks
+        ago, unless a read froze it already (under the lock)."""
+        self._finished.append(task_id)
+        while len(self._finished) > self.freeze_lag:
+            self._freeze(self._finished.popleft())
+
+    def _freeze(self, task_id: str) -> None:
+        record, log = self._records.get(task_id), self._logs.get(task_id)
+        if (not self.freezes or record is None or log is None
+                or isinstance(record, FrozenRecord) or task_id in self._unfrozen):
+            return  # purged, frozen already, or staying objects
+        try:
+            if len(log) > FREEZE_MAX_EVENTS:
+                raise ValueError("too long to freeze in one step")
+            frozen, frozen_log = FrozenRecord(record), freeze_log(log)
+        except ValueError:  # too long, or something marshal cannot copy exactly
+            self._unfrozen.add(task_id)
+            return
+        self._records[task_id], self._logs[task_id] = frozen, frozen_log
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         log = self._logs.get(task_id, [])
         start = max(after_seq, 0)
-        return [LogEntry(seq, event) for seq, event in enumerate(log[start:], start + 1)]
+        record = self._records.get(task_id)
+        if isinstance(log, bytes):
+            events = thaw_log(log, start) if record is not None and record.seq > start else []
+        else:
+            events = log[start:]
+            if events and record is not None and record.state.terminal:
+                # The reader has the last events in hand: freeze while they are warm.
+                with self._lock:
+                    self._freeze(task_id)
+        return [LogEntry(seq, event) for seq, event in enumerate(events, start + 1)]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         with self._notifier.ticket(task_id) as ticket:
@@ -76,7 +143,11 @@ class MemoryStore(TaskStore):
             ticket.wait(timeout)
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
-        return select_page(list(self._records.values()), query)
+        # Filtered and sorted on what frozen records keep at hand; the page is thawed.
+        page = select_page(list(self._records.values()), query)
+        page.records = [record.thawed() if isinstance(record, FrozenRecord) else record
+                        for record in page.records]
+        return page
 
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         with self._lock:
@@ -141,6 +212,7 @@ class MemoryStore(TaskStore):
             for task_id in gone:
                 del self._records[task_id]
                 self._logs.pop(task_id, None)
+                self._unfrozen.discard(task_id)
                 self._push.pop(task_id, None)
                 self._leases.pop(task_id, None)
         return len(gone)

@@ -1,0 +1,229 @@
+"""Finished tasks in a form the garbage collector leaves alone.
+
+The memory store keeps every finished task for ``A2A_TASK_TTL`` (an hour by
+default).  As objects, a task streamed in 100 chunks is some 500 of them
+(events, artifacts, parts, lists) and an echo task about 20.  CPython's
+collector walks every one of them again on each full collection, which it
+runs whenever the objects that lived long enough grew by a quarter: on a
+busy worker that is a third of what a streamed event costs, and a worker
+holding an hour of tasks pauses for a second at a time.
+
+Frozen, a task is one ``bytes`` value for its snapshot and one for its log,
+which the collector never looks at (and which take about a tenth of the
+memory).  Each model is first copied member by member into a tuple of plain
+values, by a function written out per model like the codec's encoders (no
+JSON, no base64), then :mod:`marshal` makes the bytes.  Marshal's format is
+private to one Python version, which is all a store in this process needs;
+it refuses what it cannot copy exactly (an object in an agent's metadata,
+say), and then the task simply stays as objects.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import marshal
+import typing
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+from ..protocol.events import Event
+from ..protocol.models import (
+    UNSET,
+    Message,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskState,
+    TaskStatusUpdateEvent,
+)
+from .base import TaskRecord
+
+#: A model as plain values: its members in field order, models among them in turn.
+Plain = Tuple[Any, ...]
+
+#: What a data part holds when it holds nothing (``UNSET`` is an object marshal
+#: cannot copy; ``...`` is no JSON value, so no part holds it otherwise).
+_NO_DATA = ...
+
+_FREEZERS: Dict[type, Callable[[Any], Plain]] = {}
+_THAWERS: Dict[type, Callable[[Plain], Any]] = {}
+
+#: The kinds of event a log holds, by their index in a frozen event.
+_EVENT_TYPES: Tuple[type, ...] = (Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent)
+_EVENT_KIND = {cls: index for index, cls in enumerate(_EVENT_TYPES)}
+
+
+def freeze_task(task: Task) -> bytes:
+    """A task as bytes (ValueError if something in it cannot be copied exactly)."""
+    return marshal.dumps(_freezer(Task)(task))
+
+
+def thaw_task(frozen: bytes) -> Task:
+    """The task :func:`freeze_task` froze (equal to it, not the same object)."""
+    task: Task = _thawer(Task)(marshal.loads(frozen))
+    return task
+
+
+def freeze_log(events: Sequence[Event]) -> bytes:
+    """A task's log as bytes (ValueError if something in it cannot be copied exactly)."""
+    plain = []
+    for event in events:
+        cls = type(event)
+        freezer = _FREEZERS.get(cls) or _freezer(cls)
+        plain.append((_EVENT_KIND[cls], freezer(event)))
+    return marshal.dumps(plain)
+
+
+def thaw_log(frozen: bytes, start: int = 0) -> List[Event]:
+    """The events of a frozen log from index ``start`` on."""
+    return [_thawer(_EVENT_TYPES[kind])(members)
+            for kind, members in marshal.loads(frozen)[start:]]
+
+
+class FrozenRecord(TaskRecord):
+    """The record of a finished task whose snapshot is frozen.
+
+    What ListTasks filters and sorts on (ids, state, update time) stays at
+    hand; the task itself is thawed on each read of :attr:`task`, so a
+    reader that reads it more than once takes :meth:`thawed` first.
+    """
+
+    def __init__(self, record: TaskRecord) -> None:
+        """Freeze ``record`` (ValueError if its task cannot be copied exactly)."""
+        self.task = record.task
+        self.seq, self.tenant, self.owner = record.seq, record.tenant, record.owner
+        self.dialect, self.created_at = record.dialect, record.created_at
+        # Members, not a tuple: a tuple holding the state (an object) would be tracked.
+        self._task_id, self._context_id = record.task_id, record.context_id
+        self._state, self._updated_at = record.state, record.updated_at
+
+    @property
+    def task(self) -> Task:
+        return thaw_task(self._frozen)
+
+    @task.setter
+    def task(self, value: Task) -> None:
+        self._frozen = freeze_task(value)
+
+    @property
+    def outline(self) -> Task:
+        return self.task
+
+    @property
+    def task_id(self) -> str:
+        return self._task_id
+
+    @property
+    def context_id(self) -> str:
+        return self._context_id
+
+    @property
+    def state(self) -> TaskState:
+        return self._state
+
+    @property
+    def updated_at(self) -> str:
+        return self._updated_at
+
+    def thawed(self) -> TaskRecord:
+        """The record with its task as objects again."""
+        return TaskRecord(self.task, self.seq, self.tenant, self.owner, self.dialect,
+                          self.created_at)
+
+
+# ------------------------------------------------------------ generated code
+
+
+def _freezer(cls: type) -> Callable[[Any], Plain]:
+    found = _FREEZERS.get(cls)
+    if found is None:
+        found = _FREEZERS[cls] = _compile(cls, freezing=True)
+    return found
+
+
+def _thawer(cls: type) -> Callable[[Plain], Any]:
+    found = _THAWERS.get(cls)
+    if found is None:
+        found = _THAWERS[cls] = _compile(cls, freezing=False)
+    return found
+
+
+def _compile(cls: type, *, freezing: bool) -> Callable[[Any], Any]:
+    """One function for one model, its nested models written inline (a call per
+    nested model would cost as much as the rest): ``freeze_model(value)`` makes
+    the tuple, ``thaw_model(plain)`` calls the models' constructors."""
+    writer = _Writer(freezing)
+    if freezing:
+        body = f"def freeze_model(value):\n    return {writer.model(cls, 'value')}"
+    else:
+        body = f"def thaw_model(plain):\n    return {writer.model(cls, 'plain')}"
+    # The code comes from the model classes, never from input.
+    exec(body, writer.scope)
+    made: Callable[[Any], Any] = writer.scope["freeze_model" if freezing else "thaw_model"]
+    return made
+
+
+class _Writer:
+    """Writes the expression that freezes (or thaws) a value of a type read from a
+    source expression; names it binds are numbered so nested ones never clash."""
+
+    def __init__(self, freezing: bool) -> None:
+        self.freezing = freezing
+        self.scope: Dict[str, Any] = {"UNSET": UNSET, "NO_DATA": _NO_DATA}
+        self._count = 0
+
+    def _name(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def model(self, cls: type, source: str) -> str:
+        """A model: a tuple of its members, or its constructor called with them."""
+        hints = typing.get_type_hints(cls)
+        fields = dataclasses.fields(cls)
+        name = source
+        if not source.isidentifier():  # read the source once, into a name
+            name = self._name("m")
+            source = f"({name} := {source})"
+        members = []
+        for index, field in enumerate(fields):
+            read = (f"{source if index == 0 else name}.{field.name}" if self.freezing
+                    else f"{source if index == 0 else name}[{index}]")
+            members.append(self.value(hints[field.name], read))
+        if self.freezing:
+            return f"({', '.join(members)},)"
+        constructor = self._name("cls")
+        self.scope[constructor] = cls
+        return f"{constructor}({', '.join(members)})"
+
+    def value(self, tp: Any, source: str) -> str:
+        origin = typing.get_origin(tp)
+        if origin is typing.Union:  # Optional[X]: None stays None
+            inner = [arg for arg in typing.get_args(tp) if arg is not type(None)][0]
+            item = self._name("o")
+            converted = self.value(inner, item)
+            if converted == item:
+                return source
+            return f"(None if ({item} := {source}) is None else {converted})"
+        if origin in (list, List) and _is_model(typing.get_args(tp)[0]):
+            item = self._name("e")
+            return f"[{self.model(typing.get_args(tp)[0], item)} for {item} in {source}]"
+        if _is_model(tp):
+            return self.model(tp, source)
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            if self.freezing:  # the member's value as a plain str (``.value`` costs two calls)
+                return f"{source}._value_"
+            members = self._name("enum")
+            self.scope[members] = {member.value: member for member in tp}
+            return f"{members}[{source}]"
+        if tp is Any:  # a data part's value, UNSET when the part holds none
+            item = self._name("d")
+            if self.freezing:
+                return f"(NO_DATA if ({item} := {source}) is UNSET else {item})"
+            return f"(UNSET if ({item} := {source}) is NO_DATA else {item})"
+        # Strings, numbers, bytes, lists of strings and metadata dicts: marshal copies them.
+        return source
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+__all__ = ["FrozenRecord", "freeze_task", "thaw_task", "freeze_log", "thaw_log"]
