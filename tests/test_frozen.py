@@ -31,51 +31,18 @@ from a2a_flask.stores.base import TaskQuery, TaskRecord
 from a2a_flask.stores.frozen import FrozenRecord, freeze_log, freeze_task, thaw_log, thaw_task
 
 from .fuzzkit import fuzz
+from .model_strategies import models
 
-# ------------------------------------------------------------ strategies
-
-text = st.text(max_size=8)
-json_value = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
-    max_leaves=6)
-metadata = st.none() | st.dictionaries(text, json_value, max_size=3)
-part = st.one_of(
-    st.builds(Part, text=text), st.builds(Part, raw=st.binary(max_size=8)),
-    st.builds(Part, url=text), st.builds(Part, data=json_value),
-).flatmap(lambda made: st.builds(_with, st.just(made), media_type=text, filename=text,
-                                 metadata=metadata))
-message = st.builds(Message, message_id=text, role=st.sampled_from(Role),
-                    parts=st.lists(part, max_size=3), context_id=text, task_id=text,
-                    metadata=metadata, extensions=st.lists(text, max_size=2),
-                    reference_task_ids=st.lists(text, max_size=2))
-status = st.builds(TaskStatus, state=st.sampled_from(TaskState),
-                   message=st.none() | message, timestamp=st.none() | text)
-artifact = st.builds(Artifact, artifact_id=text, parts=st.lists(part, max_size=3), name=text,
-                     description=text, metadata=metadata, extensions=st.lists(text, max_size=2))
-task = st.builds(Task, id=text, context_id=text, status=status,
-                 artifacts=st.lists(artifact, max_size=2), history=st.lists(message, max_size=2),
-                 metadata=metadata)
-event = st.one_of(
-    task, message,
-    st.builds(TaskStatusUpdateEvent, task_id=text, context_id=text, status=status,
-              metadata=metadata),
-    st.builds(TaskArtifactUpdateEvent, task_id=text, context_id=text, artifact=artifact,
-              append=st.booleans(), last_chunk=st.booleans(), metadata=metadata),
-)
-
-
-def _with(model: Part, **members: Any) -> Part:
-    for name, value in members.items():
-        setattr(model, name, value)
-    return model
+#: What a task's log holds.
+event = st.one_of(*[models(cls) for cls in (Task, Message, TaskStatusUpdateEvent,
+                                             TaskArtifactUpdateEvent)])
 
 
 # ------------------------------------------------------------ round trips
 
 
 @fuzz(2)
-@given(task)
+@given(models(Task))
 def test_a_task_thaws_equal_to_what_was_frozen(original: Task) -> None:
     assert thaw_task(freeze_task(original)) == original
 

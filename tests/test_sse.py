@@ -5,7 +5,6 @@ chunk), with items standing in for a stream: events, pauses (None) and waits.
 """
 from __future__ import annotations
 
-import json
 from typing import Any, List, Optional
 
 import pytest
@@ -77,36 +76,3 @@ def test_the_first_pause_with_nothing_to_send_opens_later_ones_keep_alive():
 def test_no_opening_after_events_were_sent():
     written = serve([(1, "task"), None, None])
     assert written == [b'id: 1\ndata: {"event":"task"}\n\n', KEEPALIVE]
-
-
-# ------------------------------------------------------------------ JSON text
-
-JSON_VALUES = [
-    {"jsonrpc": "2.0", "id": 7, "result": {"artifactUpdate": {"append": True, "parts": [
-        {"text": "chunk 1 \u00e9\u2028"}], "lastChunk": False}}},
-    ["a", 1, -2.5, 1e300, None, True, False, {"": {}}, []],
-    "plain text", 3, 0.1, None, float("inf"), {"\ud800": "\udfff"},
-]
-
-
-@pytest.mark.parametrize("value", JSON_VALUES)
-@pytest.mark.parametrize("cached", [True, False])
-def test_json_text_is_what_json_dumps_writes(value, cached, monkeypatch):
-    """The encoder built once (or, without the C accelerator, the public one) writes
-    exactly what the standard library's compact, non-ASCII json.dumps does."""
-    from a2a_flask.web import sse
-
-    if not cached:
-        monkeypatch.setattr(sse, "_ONE_SHOT", None)
-    assert sse._json_text(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def test_json_text_refuses_what_json_dumps_refuses():
-    from a2a_flask.web import sse
-
-    with pytest.raises(TypeError):
-        sse._json_text({"when": object()})
-    looped: dict = {}
-    looped["self"] = looped
-    with pytest.raises(RecursionError):  # answered as an internal error by the bindings
-        sse._json_text(looped)

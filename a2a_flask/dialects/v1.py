@@ -1,33 +1,38 @@
-"""A2A 1.0: PascalCase methods, ProtoJSON shapes, wrapped send results."""
+"""A2A 1.0: PascalCase methods, ProtoJSON shapes, wrapped send results.
+
+Answers and events are written straight to JSON text (:func:`encode_text`):
+nothing translates them further, and a stream writes many.
+"""
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 from ..protocol import models as m
-from ..protocol.codec import encode
+from ..protocol.jsontext import JSONText, encode_text
 from .registry import Dialect, Method, operation, params_of, register, register_push
 
 VERSION = "1.0"
 
 
-def render_send_result(result: Any) -> Any:
+def render_send_result(result: Any) -> JSONText:
     """SendMessageResponse: exactly one of ``task`` or ``message``."""
-    key = "message" if isinstance(result, m.Message) else "task"
-    return {key: encode(result)}
+    head = '{"message":' if isinstance(result, m.Message) else '{"task":'
+    return JSONText(head + encode_text(result) + "}")
 
 
-_EVENT_KEYS = {
-    m.Task: "task",
-    m.Message: "message",
-    m.TaskStatusUpdateEvent: "statusUpdate",
-    m.TaskArtifactUpdateEvent: "artifactUpdate",
+#: The head of a StreamResponse object, by the kind of event it holds.
+_EVENT_HEADS = {
+    m.Task: '{"task":',
+    m.Message: '{"message":',
+    m.TaskStatusUpdateEvent: '{"statusUpdate":',
+    m.TaskArtifactUpdateEvent: '{"artifactUpdate":',
 }
 
 
-def render_event(item: Tuple[int, Any]) -> Optional[Any]:
+def render_event(item: Tuple[int, Any]) -> JSONText:
     """A StreamResponse object for one stream item."""
     _, event = item
-    return {_EVENT_KEYS[type(event)]: encode(event)}
+    return JSONText(_EVENT_HEADS[type(event)] + encode_text(event) + "}")
 
 
 METHODS = {
@@ -35,22 +40,22 @@ METHODS = {
                           render_send_result),
     "SendStreamingMessage": Method(params_of(m.SendMessageRequest),
                                    operation("send_streaming_message"), streaming=True),
-    "GetTask": Method(params_of(m.GetTaskRequest), operation("get_task"), encode),
-    "ListTasks": Method(params_of(m.ListTasksRequest), operation("list_tasks"), encode),
-    "CancelTask": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), encode),
+    "GetTask": Method(params_of(m.GetTaskRequest), operation("get_task"), encode_text),
+    "ListTasks": Method(params_of(m.ListTasksRequest), operation("list_tasks"), encode_text),
+    "CancelTask": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), encode_text),
     "SubscribeToTask": Method(params_of(m.SubscribeToTaskRequest), operation("subscribe_to_task"),
                               streaming=True),
     "CreateTaskPushNotificationConfig": Method(params_of(m.TaskPushNotificationConfig),
-                                               operation("create_push_config"), encode),
+                                               operation("create_push_config"), encode_text),
     "GetTaskPushNotificationConfig": Method(params_of(m.TaskPushConfigRequest),
-                                            operation("get_push_config"), encode),
+                                            operation("get_push_config"), encode_text),
     "ListTaskPushNotificationConfigs": Method(params_of(m.ListTaskPushNotificationConfigsRequest),
-                                              operation("list_push_configs"), encode),
+                                              operation("list_push_configs"), encode_text),
     "DeleteTaskPushNotificationConfig": Method(params_of(m.TaskPushConfigRequest),
-                                               operation("delete_push_config"), encode),
+                                               operation("delete_push_config"), encode_text),
     "GetExtendedAgentCard": Method(params_of(m.GetExtendedAgentCardRequest),
                                    lambda service, request, ctx: service.get_extended_card(ctx),
-                                   encode),
+                                   encode_text),
 }
 
 DIALECT = Dialect(VERSION, METHODS, lambda stream: render_event)

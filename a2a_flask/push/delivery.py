@@ -17,7 +17,6 @@ sent again: receivers dedupe by task id and event.
 """
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -31,6 +30,7 @@ from ..observe.context import scoped
 from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable
 from ..protocol.events import apply_event
+from ..protocol.jsontext import json_text
 from ..protocol.models import Message, Role, Task
 from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
 from .guard import UnsafeWebhookError
@@ -282,7 +282,7 @@ class PushDispatcher:
         payload = renderer((entry.seq, event), task)
         if payload is None:
             return None
-        return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        return json_text(payload).encode()
 
     def _headers(self, target: PushTarget, task_id: str, body: bytes) -> Mapping[str, str]:
         config = target.config

@@ -109,8 +109,8 @@ class MemoryStore(TaskStore):
 
     def _freeze(self, task_id: str) -> None:
         record, log = self._records.get(task_id), self._logs.get(task_id)
-        if (not self.freezes or record is None or log is None
-                or isinstance(record, FrozenRecord) or task_id in self._unfrozen):
+        if (not self.freezes or record is None or log is None or isinstance(log, bytes)
+                or task_id in self._unfrozen):
             return  # purged, frozen already, or staying objects
         try:
             if len(log) > FREEZE_MAX_EVENTS:

@@ -53,6 +53,7 @@ from .headers import (
 from ..engine.service import AgentService
 from ..observe.calls import CallNote, open_call
 from ..protocol.calls import CallContext
+from ..protocol.jsontext import JSONText, json_text
 from .auth import Authentication
 from .sse import HEADERS as SSE_HEADERS
 from .sse import OPENING, dumps, event_stream, frame, parse_last_event_id
@@ -69,9 +70,16 @@ def error_body(exc: A2AError, request_id: Any = None) -> Dict[str, Any]:
     }
 
 
-def result_body(request_id: Any, result: Any) -> Dict[str, Any]:
-    """A JSON-RPC success response object."""
+def result_body(request_id: Any, result: Any) -> Any:
+    """A JSON-RPC success response object; written as text when the result is."""
+    if type(result) is JSONText:
+        return JSONText(_result_head(request_id) + result + "}")
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _result_head(request_id: Any) -> str:
+    return '{"jsonrpc":"2.0","id":' + json_text(request_id) + ',"result":'
+
 
 
 class _Call:
@@ -153,7 +161,7 @@ def _with_id(exc: A2AError, request_id: Any) -> A2AError:
     return exc
 
 
-def _json(body: Dict[str, Any], headers: Optional[Dict[str, str]] = None,
+def _json(body: Any, headers: Optional[Dict[str, str]] = None,
           status: int = 200) -> Response:
     return Response(dumps(body), status=status, mimetype="application/json", headers=headers)
 
@@ -242,16 +250,20 @@ class _Enveloped:
     """A stream's events (and its error) in the call's JSON-RPC envelope.
 
     One small object rather than two closures: a parked stream holds it, and
-    thousands of parked streams hold thousands of them.
+    thousands of parked streams hold thousands of them.  The envelope's head
+    is written once, for events rendered as text.
     """
 
-    __slots__ = ("request_id", "render_event")
+    __slots__ = ("request_id", "render_event", "head")
 
     def __init__(self, request_id: Any, render_event: Callable[[Any], Optional[Any]]) -> None:
         self.request_id, self.render_event = request_id, render_event
+        self.head = _result_head(request_id)
 
-    def event(self, item: Any) -> Optional[Dict[str, Any]]:
+    def event(self, item: Any) -> Any:
         result = self.render_event(item)
+        if type(result) is JSONText:
+            return JSONText(self.head + result + "}")
         return None if result is None else result_body(self.request_id, result)
 
     def error(self, exc: A2AError) -> Dict[str, Any]:

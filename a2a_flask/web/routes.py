@@ -12,7 +12,8 @@ from werkzeug.routing import BaseConverter
 
 from ..dialects.registry import Operation, StreamRenderer
 from ..dialects.v1 import render_event
-from ..protocol.codec import encode, field_specs
+from ..protocol.codec import field_specs
+from ..protocol.jsontext import encode_text
 from ..protocol.errors import (
     A2AError,
     InvalidParamsError,
@@ -92,7 +93,7 @@ class Route:
     methods: Tuple[str, ...]
     build: Builder
     operation: Operation
-    render: Callable[[Any], Any] = encode
+    render: Callable[[Any], Any] = encode_text
     streaming: bool = False
     stream_renderer: StreamRenderer = lambda stream: render_event
     version: str = "1.0"

@@ -8,7 +8,6 @@ one parked greenlet.
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
@@ -17,6 +16,7 @@ from flask import Response
 
 from ..observe.calls import StreamNote, stream_note
 from ..protocol.errors import A2AError, InternalError
+from ..protocol.jsontext import json_text
 from ..protocol.calls import ServedItem, Wait
 
 log = logging.getLogger("a2a_flask")
@@ -34,54 +34,24 @@ HEADERS = {
 }
 
 
-#: One encoder for every body and event (``json.dumps`` with options builds one per call).
-#: No circular check: our values are trees built per answer (a cycle in an agent's own
-#: metadata still fails, as a RecursionError, which is answered as an internal error).
-_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
-
-
-def _c_encoder() -> Optional[Callable[[Any, int], Iterable[str]]]:
-    """The C encoder that ``_ENCODER.encode`` would build anew on every call (a quarter
-    of its cost for an event), built once; None where the C accelerator is missing."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    try:
-        encoder: Callable[[Any, int], Iterable[str]] = make(
-            None, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",",
-            False, False, True)  # no markers, no indent, unsorted, strict keys, NaN allowed
-    except TypeError:  # another signature: keep to the public path
-        return None
-    return encoder
-
-
-_ONE_SHOT = _c_encoder()
-
-
-def _json_text(value: Any) -> str:
-    if _ONE_SHOT is not None:
-        return "".join(_ONE_SHOT(value, 0))
-    return _ENCODER.encode(value)
-
-
 def dumps(value: Any) -> bytes:
-    """Compact UTF-8 JSON for a response body.
+    """Compact UTF-8 JSON for a response body (a ``JSONText`` goes in as it is).
 
     A lone surrogate (a client may send ``"\\ud800"``, and errors echo what
     was sent) has no UTF-8 form: it leaves as its ``\\uXXXX`` escape, which is
     what it is inside a JSON string, the only place ``json.dumps`` puts it.
     """
-    return _json_text(value).encode("utf-8", "backslashreplace")
+    return json_text(value).encode("utf-8", "backslashreplace")
 
 
 def dumps_line(value: Any) -> str:
-    """Compact JSON safe inside one SSE ``data:`` line.
+    """Compact JSON safe inside one SSE ``data:`` line (from a JSON value or a ``JSONText``).
 
     U+2028, U+2029 and U+0085 are legal raw in JSON strings and in SSE, but
     several clients' line readers (httpx's ``aiter_lines``, used by the
     a2a-sdk) split on them; as escapes they mean the same and split nothing.
     """
-    text = _json_text(value)
+    text = json_text(value)
     for char, escape in _LINE_BREAKERS.items():
         if char in text:
             text = text.replace(char, escape)
