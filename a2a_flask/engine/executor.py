@@ -174,6 +174,16 @@ class TaskContext:
         self._last_artifact_id = artifact_id
         return artifact_id
 
+    def _text_chunk(self, text: str) -> None:
+        """``artifact(text, append=True)`` for a generator's text chunk, the streaming
+        idiom, without the work other arguments need (every chunk passes here)."""
+        artifact_id = self._last_artifact_id
+        if artifact_id is None:
+            artifact_id = self._last_artifact_id = new_id()
+            self._run.add_artifact(Artifact(artifact_id, [Part(text=text)]))
+        else:
+            self._run.add_artifact(Artifact(artifact_id, [Part(text=text)]), append=True)
+
     def ask(self, content: Content) -> None:
         """Ask the user for more input (INPUT_REQUIRED); then return from the executor."""
         self.status(TaskState.INPUT_REQUIRED, content)
@@ -237,7 +247,7 @@ def invoke(executor: Executor, run: Run) -> None:
 
 def _emit_item(ctx: TaskContext, item: Any) -> None:
     if isinstance(item, str):
-        ctx.artifact(item, append=True)
+        ctx._text_chunk(item)
     elif isinstance(item, Artifact):
         ctx._run.add_artifact(item)
     elif isinstance(item, Message):
