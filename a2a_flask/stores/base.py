@@ -64,10 +64,12 @@ class TaskRecord:
 
     @property
     def task_id(self) -> str:
+        """The task's id (from :attr:`outline`: nothing is folded to read it)."""
         return self.outline.id
 
     @property
     def context_id(self) -> str:
+        """The task's context id (from :attr:`outline`)."""
         return self.outline.context_id
 
     @property
