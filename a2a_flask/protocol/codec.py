@@ -137,14 +137,7 @@ def _compile_encoder(cls: type) -> Callable[[Any], Dict[str, Any]]:
     lines = ["def encode_model(value):", "    out = {}"]
     scope: Dict[str, Any] = {}
     for index, spec in enumerate(field_specs(cls)):
-        convert, enum_default = _converter(spec.type), _enum_default(spec.type)
-        if spec.presence or spec.always:
-            test = "item is not None"
-        elif enum_default is not None:
-            test = f"item and item is not default{index}"
-            scope[f"default{index}"] = enum_default
-        else:
-            test = "item"
+        convert, test = _converter(spec.type), written_if(spec, index, scope)
         written = "item"
         if convert is not None:
             written = f"convert{index}(item)"
@@ -155,6 +148,18 @@ def _compile_encoder(cls: type) -> Callable[[Any], Dict[str, Any]]:
     exec("\n".join(lines), scope)  # names and members come from the class, not from input
     encoder: Callable[[Any], Dict[str, Any]] = scope["encode_model"]
     return encoder
+
+
+def written_if(spec: _FieldSpec, index: int, scope: Dict[str, Any]) -> str:
+    """The test, on ``item`` (the member's value), under which a generated encoder
+    writes member ``index``; a value it compares with goes into ``scope``."""
+    if spec.presence or spec.always:
+        return "item is not None"
+    enum_default = _enum_default(spec.type)
+    if enum_default is not None:
+        scope[f"default{index}"] = enum_default
+        return f"item and item is not default{index}"
+    return "item"
 
 
 def _encode_part(part: Part) -> Dict[str, Any]:

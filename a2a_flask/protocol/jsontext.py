@@ -19,7 +19,7 @@ import json
 import typing
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
-from .codec import _converter, _enum_default, field_specs
+from .codec import _converter, field_specs, written_if
 from .models import UNSET, Part
 
 #: One encoder for every body and event (``json.dumps`` with options builds one per call).
@@ -91,19 +91,12 @@ def _text_encoder(cls: type) -> Callable[[Any], str]:
 
 
 def _compile_text_encoder(cls: type) -> Callable[[Any], str]:
-    """``encode_model(value)``: the members :func:`codec.encode` keeps (the same
-    tests, in the same order), each written as ``,"wire":text``."""
+    """``encode_model(value)``: the members :func:`codec.encode` keeps (its tests,
+    :func:`codec.written_if`, in the same order), each written as ``,"wire":text``."""
     lines = ["def encode_model(value):", "    text = ''"]
     scope: Dict[str, Any] = {}
     for index, spec in enumerate(field_specs(cls)):
-        enum_default = _enum_default(spec.type)
-        if spec.presence or spec.always:
-            test = "item is not None"
-        elif enum_default is not None:
-            test = f"item and item is not default{index}"
-            scope[f"default{index}"] = enum_default
-        else:
-            test = "item"
+        test = written_if(spec, index, scope)
         scope[f"write{index}"] = _writer(spec.type)
         lines += [f"    item = value.{spec.attr}", f"    if {test}:",
                   f"        text += {',' + _quote(spec.wire) + ':'!r} + write{index}(item)"]

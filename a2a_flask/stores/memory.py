@@ -35,7 +35,7 @@ from .base import (
 from .frozen import FrozenRecord, freeze_log, thaw_log
 
 #: Tasks with longer logs stay objects: freezing is one step that does not yield
-#: (about 7 ms for this many events).
+#: (about 10 ms for this many events).
 FREEZE_MAX_EVENTS = 10_000
 
 
@@ -49,7 +49,7 @@ class MemoryStore(TaskStore):
     freezes = True
 
     def __init__(self) -> None:
-        #: Frozen records (:class:`FrozenRecord`) for finished tasks past the lag.
+        #: Each task's latest record: a :class:`FrozenRecord` once the task is frozen.
         self._records: Dict[str, TaskRecord] = {}
         #: Each task's events in order: the event of sequence number ``n`` is at ``n - 1``;
         #: bytes (:func:`freeze_log`) once the task is frozen.  Entries are made on

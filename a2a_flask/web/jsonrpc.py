@@ -81,7 +81,6 @@ def _result_head(request_id: Any) -> str:
     return '{"jsonrpc":"2.0","id":' + json_text(request_id) + ',"result":'
 
 
-
 class _Call:
     """What stages 1-3 extracted from the HTTP request (``request_id`` None: no id)."""
 
