@@ -37,7 +37,7 @@ from typing import Callable, Dict, List, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from a2a_flask.protocol.events import Event, apply_event  # noqa: E402
+from a2a_flask.protocol.events import Event  # noqa: E402
 from a2a_flask.protocol.models import (  # noqa: E402
     Artifact,
     Message,

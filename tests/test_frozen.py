@@ -7,7 +7,7 @@ The whole store contract also runs on frozen tasks: ``memory-frozen`` in
 from __future__ import annotations
 
 import gc
-from typing import Any, List
+from typing import List
 
 import pytest
 from hypothesis import given

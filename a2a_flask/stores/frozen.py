@@ -10,9 +10,9 @@ finished streamed tasks one full collection took 2.4 s (``bench/frozen.py``).
 
 Frozen, a task is one ``bytes`` value for its snapshot and one for its log,
 which the collector never looks at (in a fifth of the memory for a streamed
-task, half for an echo task).  Each model is first copied member by member into a tuple of plain
-values, by a function written out per model like the codec's encoders (no
-JSON, no base64), then :mod:`marshal` makes the bytes.  Marshal's format is
+task, half for an echo task).  Each model is first copied member by member
+into a tuple of plain values, by a function written out per model like the
+codec's encoders (no JSON, no base64), then :mod:`marshal` makes the bytes.  Marshal's format is
 private to one Python version, which is all a store in this process needs;
 it refuses what it cannot copy exactly (an object in an agent's metadata,
 say), and then the task simply stays as objects.
@@ -26,15 +26,9 @@ import typing
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 from ..protocol.events import Event
-from ..protocol.models import (
-    UNSET,
-    Message,
-    Task,
-    TaskArtifactUpdateEvent,
-    TaskState,
-    TaskStatusUpdateEvent,
-)
+from ..protocol.models import UNSET, Task, TaskState
 from .base import TaskRecord
+from .serial import EVENT_KINDS, EVENT_TYPES
 
 #: A model as plain values: its members in field order, models among them in turn.
 Plain = Tuple[Any, ...]
@@ -45,10 +39,6 @@ _NO_DATA = ...
 
 _FREEZERS: Dict[type, Callable[[Any], Plain]] = {}
 _THAWERS: Dict[type, Callable[[Plain], Any]] = {}
-
-#: The kinds of event a log holds, by their index in a frozen event.
-_EVENT_TYPES: Tuple[type, ...] = (Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent)
-_EVENT_KIND = {cls: index for index, cls in enumerate(_EVENT_TYPES)}
 
 
 def freeze_task(task: Task) -> bytes:
@@ -68,13 +58,13 @@ def freeze_log(events: Sequence[Event]) -> bytes:
     for event in events:
         cls = type(event)
         freezer = _FREEZERS.get(cls) or _freezer(cls)
-        plain.append((_EVENT_KIND[cls], freezer(event)))
+        plain.append((EVENT_KINDS[cls], freezer(event)))
     return marshal.dumps(plain)
 
 
 def thaw_log(frozen: bytes, start: int = 0) -> List[Event]:
     """The events of a frozen log from index ``start`` on."""
-    return [_thawer(_EVENT_TYPES[kind])(members)
+    return [_thawer(EVENT_TYPES[kind])(members)
             for kind, members in marshal.loads(frozen)[start:]]
 
 
@@ -147,79 +137,53 @@ def _thawer(cls: type) -> Callable[[Plain], Any]:
 
 
 def _compile(cls: type, *, freezing: bool) -> Callable[[Any], Any]:
-    """One function for one model, its nested models written inline (a call per
-    nested model would cost as much as the rest): ``freeze_model(value)`` makes
-    the tuple, ``thaw_model(plain)`` calls the models' constructors."""
-    writer = _Writer(freezing)
+    """One function for one model, written member by member: ``freeze_model(value)``
+    makes the tuple, ``thaw_model(plain)`` calls the model's constructor with it."""
+    scope: Dict[str, Any] = {"UNSET": UNSET, "NO_DATA": _NO_DATA, "cls": cls}
+    hints = typing.get_type_hints(cls)
+    members = [_member(hints[field.name],
+                       f"value.{field.name}" if freezing else f"plain[{index}]",
+                       index, scope, freezing)
+               for index, field in enumerate(dataclasses.fields(cls))]
     if freezing:
-        body = f"def freeze_model(value):\n    return {writer.model(cls, 'value')}"
+        body = f"def freeze_model(value):\n    return ({', '.join(members)},)"
     else:
-        body = f"def thaw_model(plain):\n    return {writer.model(cls, 'plain')}"
+        body = f"def thaw_model(plain):\n    return cls({', '.join(members)})"
     # The code comes from the model classes, never from input.
-    exec(body, writer.scope)
-    made: Callable[[Any], Any] = writer.scope["freeze_model" if freezing else "thaw_model"]
+    exec(body, scope)
+    made: Callable[[Any], Any] = scope["freeze_model" if freezing else "thaw_model"]
     return made
 
 
-class _Writer:
-    """Writes the expression that freezes (or thaws) a value of a type read from a
-    source expression; names it binds are numbered so nested ones never clash."""
-
-    def __init__(self, freezing: bool) -> None:
-        self.freezing = freezing
-        self.scope: Dict[str, Any] = {"UNSET": UNSET, "NO_DATA": _NO_DATA}
-        self._count = 0
-
-    def _name(self, prefix: str) -> str:
-        self._count += 1
-        return f"{prefix}{self._count}"
-
-    def model(self, cls: type, source: str) -> str:
-        """A model: a tuple of its members, or its constructor called with them."""
-        hints = typing.get_type_hints(cls)
-        fields = dataclasses.fields(cls)
-        name = source
-        if not source.isidentifier():  # read the source once, into a name
-            name = self._name("m")
-            source = f"({name} := {source})"
-        members = []
-        for index, field in enumerate(fields):
-            read = (f"{source if index == 0 else name}.{field.name}" if self.freezing
-                    else f"{source if index == 0 else name}[{index}]")
-            members.append(self.value(hints[field.name], read))
-        if self.freezing:
-            return f"({', '.join(members)},)"
-        constructor = self._name("cls")
-        self.scope[constructor] = cls
-        return f"{constructor}({', '.join(members)})"
-
-    def value(self, tp: Any, source: str) -> str:
-        origin = typing.get_origin(tp)
-        if origin is typing.Union:  # Optional[X]: None stays None
-            inner = [arg for arg in typing.get_args(tp) if arg is not type(None)][0]
-            item = self._name("o")
-            converted = self.value(inner, item)
-            if converted == item:
-                return source
-            return f"(None if ({item} := {source}) is None else {converted})"
-        if origin in (list, List) and _is_model(typing.get_args(tp)[0]):
-            item = self._name("e")
-            return f"[{self.model(typing.get_args(tp)[0], item)} for {item} in {source}]"
-        if _is_model(tp):
-            return self.model(tp, source)
-        if isinstance(tp, type) and issubclass(tp, enum.Enum):
-            if self.freezing:  # the member's value as a plain str (``.value`` costs two calls)
-                return f"{source}._value_"
-            members = self._name("enum")
-            self.scope[members] = {member.value: member for member in tp}
-            return f"{members}[{source}]"
-        if tp is Any:  # a data part's value, UNSET when the part holds none
-            item = self._name("d")
-            if self.freezing:
-                return f"(NO_DATA if ({item} := {source}) is UNSET else {item})"
-            return f"(UNSET if ({item} := {source}) is NO_DATA else {item})"
-        # Strings, numbers, bytes, lists of strings and metadata dicts: marshal copies them.
-        return source
+def _member(tp: Any, source: str, index: int, scope: Dict[str, Any], freezing: bool) -> str:
+    """The expression that freezes (or thaws) member ``index`` of type ``tp``, read
+    from ``source``; what it calls goes into ``scope`` as ``convert<index>``."""
+    convert, item = f"convert{index}", f"item{index}"
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:  # Optional[X]: None stays None
+        inner = [arg for arg in typing.get_args(tp) if arg is not type(None)][0]
+        converted = _member(inner, item, index, scope, freezing)
+        if converted == item:
+            return source
+        return f"(None if ({item} := {source}) is None else {converted})"
+    if origin in (list, List) and _is_model(typing.get_args(tp)[0]):
+        element = typing.get_args(tp)[0]
+        scope[convert] = _freezer(element) if freezing else _thawer(element)
+        return f"[*map({convert}, {source})]"
+    if _is_model(tp):
+        scope[convert] = _freezer(tp) if freezing else _thawer(tp)
+        return f"{convert}({source})"
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        if freezing:  # the member's value as a plain str (``.value`` costs two calls)
+            return f"{source}._value_"
+        scope[convert] = {member.value: member for member in tp}
+        return f"{convert}[{source}]"
+    if tp is Any:  # a data part's value, UNSET when the part holds none
+        if freezing:
+            return f"(NO_DATA if ({item} := {source}) is UNSET else {item})"
+        return f"(UNSET if ({item} := {source}) is NO_DATA else {item})"
+    # Strings, numbers, bytes, lists of strings and metadata dicts: marshal copies them.
+    return source
 
 
 def _is_model(tp: Any) -> bool:

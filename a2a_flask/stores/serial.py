@@ -13,13 +13,14 @@ from ..protocol.codec import decode, encode
 from ..protocol.models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
 from .base import Event, PushTarget
 
-_KINDS: Dict[type, str] = {
+#: The kinds of event a log holds, by the StreamResponse member that names each.
+EVENT_KINDS: Dict[type, str] = {
     Task: "task",
     Message: "message",
     TaskStatusUpdateEvent: "statusUpdate",
     TaskArtifactUpdateEvent: "artifactUpdate",
 }
-_TYPES: Dict[str, Type[Any]] = {kind: cls for cls, kind in _KINDS.items()}
+EVENT_TYPES: Dict[str, Type[Any]] = {kind: cls for cls, kind in EVENT_KINDS.items()}
 
 
 def dumps(value: Any) -> str:
@@ -28,13 +29,13 @@ def dumps(value: Any) -> str:
 
 def event_body(event: Event) -> Dict[str, Any]:
     """An event as a JSON object (a StreamResponse: its kind names its one member)."""
-    return {_KINDS[type(event)]: encode(event)}
+    return {EVENT_KINDS[type(event)]: encode(event)}
 
 
 def event_from_body(body: Dict[str, Any]) -> Event:
     """The inverse of :func:`event_body`."""
     ((kind, value),) = body.items()
-    event: Event = decode(_TYPES[kind], value)
+    event: Event = decode(EVENT_TYPES[kind], value)
     return event
 
 
