@@ -399,7 +399,7 @@ class AgentService:
             elif isinstance(entry.event, Task):
                 yield (entry.seq, view(entry.event, history_length))
             elif not (isinstance(entry.event, Message) and entry.event.role is Role.USER):
-                yield entry  # a (seq, event) tuple already
+                yield (entry.seq, entry.event)
 
     # ----------------------------------------------------------- tasks
 

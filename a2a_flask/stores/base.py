@@ -19,7 +19,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, NamedTuple, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Type, TypeVar
 
 from .. import signals
 from ..protocol.errors import InvalidParamsError, StoreUnavailable
@@ -192,10 +192,8 @@ def is_behind(target: PushTarget, seq: int) -> bool:
     return not target.gave_up and target.delivered_seq < seq
 
 
-class LogEntry(NamedTuple):
-    """One entry of a task's log.  A tuple, ``(seq, event)``: what a stream serves,
-    as it is (one object per event, not two, on every stream)."""
-
+@dataclass
+class LogEntry:
     seq: int
     event: Event
 
