@@ -53,7 +53,7 @@ def start(executor: Callable[[TaskContext], Any]) -> Any:
 
 
 def chunk_texts(store: MemoryStore) -> List[str]:
-    return [part.text or "" for entry in store.read("t-1", 0)
+    return [part.text or "" for entry in store.entries("t-1", 0)
             if isinstance(entry.event, TaskArtifactUpdateEvent)
             for part in entry.event.artifact.parts]
 
@@ -70,7 +70,7 @@ def burst() -> Dict[str, Any]:
     return {"appends": store.appends, "texts": chunk_texts(store),
             "state": record.state.value, "artifacts": len(record.task.artifacts),
             "parts": len(record.task.artifacts[0].parts),
-            "seqs": [entry.seq for entry in store.read("t-1", 0)]}
+            "seqs": [entry.seq for entry in store.entries("t-1", 0)]}
 
 
 def visible_once_yielded() -> Dict[str, Any]:

@@ -146,7 +146,7 @@ def check(kind: str, path: str, acks: Dict[str, int]) -> Outcome:
                     break
             for task_id in listed:
                 record = store.load(task_id)
-                entries = store.read(task_id, 0)
+                entries = list(store.entries(task_id, 0))
                 store.push_targets(task_id)
                 if record is None or [e.seq for e in entries] != list(range(1, record.seq + 1)):
                     outcome.unreadable = f"{task_id}: log and snapshot disagree"

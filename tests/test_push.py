@@ -6,6 +6,8 @@ gunicorn and restarts.  The guard and the transport have their own tests.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import subprocess
 import sys
@@ -522,14 +524,15 @@ class _RecordingTransport:
         pass
 
 
-def _task_with_log(store, task_id: str, events: int):
+def _task_with_log(store, task_id: str, events: int, append: bool = False):
     task = Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.WORKING))
     store.create(TaskRecord(task, 1), task)
     # The snapshot says COMPLETED so that the drain ends once it caught up.
     done = Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.COMPLETED))
     for i in range(events):
         event = TaskArtifactUpdateEvent(task_id, "c", Artifact(artifact_id="a",
-                                                               parts=[Part(text=str(i))]))
+                                                               parts=[Part(text=str(i))]),
+                                         append=append and i > 0)
         store.append(task_id, i + 1, [event], TaskRecord(done, i + 2))
     store.put_push_target(task_id, PushTarget(TaskPushNotificationConfig(
         url="http://hooks.test/h", id="cfg", task_id=task_id)))
@@ -549,6 +552,25 @@ def test_a_long_delivery_pass_renews_its_claim():
     assert len(transport.bodies) == 13  # the snapshot and twelve events, one pass, in order
     assert store.push_targets("t1")[0].delivered_seq == 13
     assert store.claim("push:t1", "someone-else", 1.0)  # released at the end
+
+
+@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
+def test_a_log_longer_than_a_read_slice_is_delivered_whole(dialect):
+    """The store hands the log over in slices; a 0.3 webhook, which gets the whole
+    task after each event, folds it across them."""
+    store = MemoryStore()
+    store.read_slice = 4
+    _task_with_log(store, "t1", 12, append=True)
+    target = store.push_targets("t1")[0]
+    store.put_push_target("t1", dataclasses.replace(target, dialect=dialect))
+    transport = _RecordingTransport(delay=0)
+    _dispatcher(store, transport, claim_ttl=1.0)._drain("t1")
+    assert len(transport.bodies) == 13
+    assert store.push_targets("t1")[0].delivered_seq == 13
+    if dialect == "0.3":
+        last = json.loads(transport.bodies[-1])
+        assert [part["text"] for part in last["artifacts"][0]["parts"]] == [
+            str(i) for i in range(12)]
 
 
 def test_a_delivery_drain_reads_the_head_not_the_record(tmp_path):

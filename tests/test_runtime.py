@@ -662,6 +662,19 @@ def test_follow_yields_the_log_in_order_and_ends_at_a_terminal_state(store):
     assert entries[-1].event.status.state is S.COMPLETED
 
 
+def test_follow_reads_a_long_log_slice_by_slice(store):
+    store.read_slice = 2
+    runtime = idle_runtime(store)
+    run = new_run(runtime)
+    run.set_status(S.WORKING)
+    for index in range(5):
+        run.add_artifact(Artifact(artifact_id=f"a{index}", parts=[Part(text="x")]))
+    run.set_status(S.COMPLETED)
+    entries = [e for e in runtime.follow("t1", 1, heartbeat=5) if e is not None]
+    assert [e.seq for e in entries] == list(range(2, 9))
+    assert entries[-1].event.status.state is S.COMPLETED
+
+
 def test_follow_sends_heartbeats_while_idle_and_stops_at_input_required(store):
     runtime = idle_runtime(store)
     run = new_run(runtime)

@@ -143,7 +143,7 @@ def shown_seqs(store_url: str, task_id: str) -> List[int]:
     shows (user messages are in the log but never streamed)."""
     store = open_store(store_url)
     try:
-        entries = store.read(task_id, 0)
+        entries = list(store.entries(task_id, 0))
     finally:
         store.close()
     return [e.seq for e in entries

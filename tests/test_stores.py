@@ -195,6 +195,24 @@ def test_read_returns_entries_after_a_sequence_number(store):
     assert store.read("missing", 0) == []
 
 
+def test_read_returns_a_long_log_in_slices(store):
+    store.read_slice = 3
+    create(store, "t1")
+    for batch in range(3):  # four events an append: the slices cut across appends
+        append(store, "t1", [user_turn("t1", f"{batch}-{i}") for i in range(4)])
+    append(store, "t1", [status_event("t1", S.COMPLETED)])
+    assert [e.seq for e in store.read("t1", 0)] == [1, 2, 3]
+    assert [e.seq for e in store.read("t1", 3)] == [4, 5, 6]
+    assert [e.seq for e in store.read("t1", 11)] == [12, 13, 14]
+    assert [e.seq for e in store.read("t1", 12)] == [13, 14]
+    assert store.read("t1", 14) == []
+    entries = list(store.entries("t1", 1))
+    assert [e.seq for e in entries] == list(range(2, 15))
+    assert [e.event.message_id for e in entries[:4]] == [f"msg-0-{i}" for i in range(4)]
+    assert entries[-1].event.status.state is S.COMPLETED
+    assert list(store.entries("missing", 0)) == []
+
+
 def test_tasks_have_separate_logs(store):
     create(store, "t1")
     create(store, "t2")

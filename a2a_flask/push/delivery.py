@@ -169,7 +169,7 @@ class PushDispatcher:
             now = time.monotonic()
             due = [t for t in pending if retry_at.get(t.config.id, 0.0) <= now]
             if due:
-                self._deliver_entries(task_id, due, renderers, retry_at,
+                self._deliver_entries(task_id, seq, due, renderers, retry_at,
                                       lambda: self._renew(key, owner))
                 idle_at = None
             elif not pending and state.settled:
@@ -197,10 +197,12 @@ class PushDispatcher:
     def _renew(self, key: str, owner: str) -> bool:
         return self.store.claim(key, owner, self.claim_ttl)
 
-    def _deliver_entries(self, task_id: str, targets: List[PushTarget],
+    def _deliver_entries(self, task_id: str, seq: int, targets: List[PushTarget],
                          renderers: Dict[str, PayloadRenderer], retry_at: Dict[str, float],
                          renew: Callable[[], bool]) -> None:
-        """One pass over the log: each target gets its entries in order until one fails.
+        """One pass over the log, up to ``seq`` (the head the round saw, so that
+        events written meanwhile wait for a round that looks at the targets
+        again): each target gets its entries in order until one fails.
 
         A long pass renews the claim as it goes (every third of its lifetime) and
         stops if it was lost, so that two processes never send one task's events.
@@ -210,7 +212,7 @@ class PushDispatcher:
         start = 0 if folds else min(t.delivered_seq for t in targets)
         task: Optional[Task] = None
         active = list(targets)
-        for entry in self.store.read(task_id, start):
+        for entry in self.store.entries(task_id, start, seq):
             if self.store.closed:
                 return  # the app shut down: no more sends (nor signals) from it
             if folds:

@@ -19,7 +19,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
 
 from .. import signals
 from ..protocol.errors import InvalidParamsError, StoreUnavailable
@@ -223,6 +223,9 @@ class TaskStore(ABC):
 
     #: Set by :meth:`close`; background work on a closed store stops.
     closed: bool = False
+    #: The most entries one :meth:`read` returns: a reader catching up on a long
+    #: log takes it in slices, so that no one step holds the worker for long.
+    read_slice: int = 1_000
 
     @abstractmethod
     def create(self, record: TaskRecord, first_event: Event) -> None:
@@ -252,7 +255,23 @@ class TaskStore(ABC):
 
     @abstractmethod
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
-        """The log entries with a sequence number greater than ``after_seq``."""
+        """The log entries with a sequence number greater than ``after_seq``, in
+        order: all of them, or the first :attr:`read_slice` (the caller reads
+        again after the last one).  Empty only when there are none."""
+
+    def entries(self, task_id: str, after_seq: int,
+                through: Optional[int] = None) -> Iterator[LogEntry]:
+        """Every log entry after ``after_seq`` (up to sequence number ``through``,
+        if given), read a slice at a time."""
+        while through is None or after_seq < through:
+            entries = self.read(task_id, after_seq)
+            if not entries:
+                return
+            for entry in entries:
+                if through is not None and entry.seq > through:
+                    return
+                yield entry
+            after_seq = entries[-1].seq
 
     @abstractmethod
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:

@@ -23,7 +23,7 @@ import dataclasses
 import enum
 import marshal
 import typing
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..protocol.events import Event
 from ..protocol.models import UNSET, Task, TaskState
@@ -62,10 +62,10 @@ def freeze_log(events: Sequence[Event]) -> bytes:
     return marshal.dumps(plain)
 
 
-def thaw_log(frozen: bytes, start: int = 0) -> List[Event]:
-    """The events of a frozen log from index ``start`` on."""
+def thaw_log(frozen: bytes, start: int = 0, stop: Optional[int] = None) -> List[Event]:
+    """The events of a frozen log from index ``start`` on (up to ``stop``)."""
     return [_thawer(EVENT_TYPES[kind])(members)
-            for kind, members in marshal.loads(frozen)[start:]]
+            for kind, members in marshal.loads(frozen)[start:stop]]
 
 
 class FrozenRecord(TaskRecord):

@@ -124,12 +124,14 @@ class MemoryStore(TaskStore):
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         log = self._logs.get(task_id, [])
         start = max(after_seq, 0)
+        stop = start + self.read_slice
         record = self._records.get(task_id)
         if isinstance(log, bytes):
-            events = thaw_log(log, start) if record is not None and record.seq > start else []
+            events = (thaw_log(log, start, stop) if record is not None and record.seq > start
+                      else [])
         else:
-            events = log[start:]
-            if events and record is not None and record.state.terminal:
+            events = log[start:stop]
+            if events and stop >= len(log) and record is not None and record.state.terminal:
                 # The reader has the last events in hand: freeze while they are warm.
                 with self._lock:
                     self._freeze(task_id)

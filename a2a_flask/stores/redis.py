@@ -303,8 +303,9 @@ class RedisStore(TaskStore):
         return int(seq)
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
-        raw = self._redis.lrange(self._key("log", task_id), max(after_seq, 0), -1)
-        return [LogEntry(after_seq + 1 + i, load_event(text.decode()))
+        start = max(after_seq, 0)
+        raw = self._redis.lrange(self._key("log", task_id), start, start + self.read_slice - 1)
+        return [LogEntry(start + 1 + i, load_event(text.decode()))
                 for i, text in enumerate(raw)]
 
     # ------------------------------------------------------------ wake-ups

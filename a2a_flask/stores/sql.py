@@ -449,7 +449,7 @@ class SQLStore(TaskStore):
         with self._connect() as conn:
             rows = conn.execute(sa.select(e.seq, e.event)
                                 .where(e.task_id == task_id, e.seq > after_seq)
-                                .order_by(e.seq)).all()
+                                .order_by(e.seq).limit(self.read_slice)).all()
         return [LogEntry(seq, load_event(text)) for seq, text in rows]
 
     # ------------------------------------------------------------ wake-ups

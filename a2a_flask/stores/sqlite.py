@@ -265,8 +265,8 @@ class SQLiteStore(TaskStore):
         return seq
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
-        rows = self._query("SELECT seq, event FROM events WHERE task_id=? AND seq>? ORDER BY seq",
-                           (task_id, after_seq))
+        rows = self._query("SELECT seq, event FROM events WHERE task_id=? AND seq>? ORDER BY seq"
+                           " LIMIT ?", (task_id, after_seq, self.read_slice))
         return [LogEntry(seq, load_event(text)) for seq, text in rows]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
