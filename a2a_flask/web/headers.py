@@ -31,6 +31,11 @@ def _refuse_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+#: One decoder for every request: ``json.loads`` with an option builds a new
+#: one per call (2 of 4 µs for a SendMessage body).
+_STRICT_JSON = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 #: Where an agent's blueprint puts its ``A2A_MAX_CONTENT_LENGTH`` for the request.
 BODY_LIMIT_KEY = "a2a_flask.max_content_length"
 DEFAULT_BODY_LIMIT = 16 * 1024 * 1024
@@ -74,7 +79,7 @@ def parse_json(raw: bytes) -> Any:
     try:
         # Decoded here, strictly: json.loads(bytes) would let UTF-8-encoded
         # surrogates (ED A0 80) through, and they cannot be encoded back.
-        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant)
+        return _STRICT_JSON.decode(raw.decode("utf-8"))
     except RecursionError:
         raise JSONParseError("Invalid JSON payload: nested too deeply") from None
     except (ValueError, UnicodeDecodeError) as exc:
