@@ -223,9 +223,10 @@ class TaskStore(ABC):
 
     #: Set by :meth:`close`; background work on a closed store stops.
     closed: bool = False
-    #: The most entries one :meth:`read` returns: a reader catching up on a long
-    #: log takes it in slices, so that no one step holds the worker for long.
-    read_slice: int = 1_000
+    #: About how many entries one :meth:`read` returns at most: a reader catching
+    #: up on a long log takes it in slices, so that no one step (decoding them
+    #: all) holds the worker for long.
+    read_slice: int = 250
 
     @abstractmethod
     def create(self, record: TaskRecord, first_event: Event) -> None:
@@ -256,8 +257,9 @@ class TaskStore(ABC):
     @abstractmethod
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
         """The log entries with a sequence number greater than ``after_seq``, in
-        order: all of them, or the first :attr:`read_slice` (the caller reads
-        again after the last one).  Empty only when there are none."""
+        order: all of them, or the first :attr:`read_slice` (or a few more, to
+        the end of a record the store keeps whole); the caller reads again
+        after the last one.  Empty only when there are none."""
 
     def entries(self, task_id: str, after_seq: int,
                 through: Optional[int] = None) -> Iterator[LogEntry]:

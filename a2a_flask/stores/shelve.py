@@ -335,21 +335,20 @@ class ShelveStore(TaskStore):
         return self._read(look)
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
-        last_seq = max(after_seq, 0) + self.read_slice
-
         def payloads() -> List[bytes]:
             entry = self._tasks.get(task_id)
             if entry is None:
                 return []
-            # The records holding sequence numbers after_seq + 1 to last_seq.
+            # The records holding the next read_slice entries, each whole: a
+            # record cut short would be decoded again by the next read.
             first = bisect.bisect_right(entry.lasts, after_seq)
-            stop = bisect.bisect_left(entry.lasts, last_seq) + 1
+            stop = bisect.bisect_left(entry.lasts, max(after_seq, 0) + self.read_slice) + 1
             return [self._payload(ref) for ref in entry.refs[first:stop]]
 
         entries = []
         for payload in self._read(payloads):
             for seq, body in json.loads(payload)["ev"]:
-                if after_seq < seq <= last_seq:
+                if seq > after_seq:
                     entries.append(LogEntry(seq, event_from_body(body)))
         return entries
 
