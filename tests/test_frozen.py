@@ -7,7 +7,7 @@ The whole store contract also runs on frozen tasks: ``memory-frozen`` in
 from __future__ import annotations
 
 import gc
-from typing import List
+from typing import List, Optional
 
 import pytest
 from hypothesis import given
@@ -28,6 +28,7 @@ from a2a_flask.protocol.models import (
 )
 from a2a_flask.stores import MemoryStore, memory
 from a2a_flask.stores.base import TaskQuery, TaskRecord
+from a2a_flask.stores import frozen
 from a2a_flask.stores.frozen import FrozenRecord, freeze_log, freeze_task, thaw_log, thaw_task
 
 from .fuzzkit import fuzz
@@ -97,6 +98,19 @@ def streamed_task(task_id: str, chunks: int) -> tuple:
     for item in log[1:]:
         snapshot = apply_event(snapshot, item)
     return TaskRecord(snapshot, len(log)), log
+
+
+_LONG_LOG = streamed_task("long", 3 * frozen.SEGMENT)[1]
+_FROZEN_LONG_LOG = freeze_log(_LONG_LOG)
+
+
+@fuzz(2)
+@given(st.integers(min_value=0, max_value=len(_LONG_LOG) + 2),
+       st.one_of(st.none(), st.integers(min_value=0, max_value=len(_LONG_LOG) + 2)))
+def test_any_window_of_a_long_log_thaws_equal(start: int, stop: Optional[int]) -> None:
+    """A long log is frozen in segments; a window thaws the segments it covers."""
+    assert len(_FROZEN_LONG_LOG) == 4  # 753 events: three segments full, one not
+    assert thaw_log(_FROZEN_LONG_LOG, start, stop) == _LONG_LOG[start:stop]
 
 
 def fill_store(store: MemoryStore, tasks: int, chunks: int, prefix: str = "t") -> None:
@@ -178,7 +192,7 @@ def test_a_frozen_task_reads_as_it_was_written() -> None:
     store.append("t", 1, log[1:], TaskRecord(record.task, len(log), "tenant", "owner", "0.3",
                                              "2025-01-01T00:00:00.000Z"))
     kept = store._records["t"]
-    assert isinstance(kept, FrozenRecord) and isinstance(store._logs["t"], bytes)
+    assert isinstance(kept, FrozenRecord) and isinstance(store._logs["t"], tuple)
     loaded = store.load("t")
     assert type(loaded) is TaskRecord  # thawed once: readers read .task as often as they like
     assert (loaded.task, loaded.seq, loaded.tenant, loaded.owner, loaded.dialect,

@@ -8,9 +8,10 @@ runs whenever the objects that lived long enough grew by a quarter: on a
 busy worker that was a third of what a streamed event cost, and over 20,000
 finished streamed tasks one full collection took 2.4 s (``bench/frozen.py``).
 
-Frozen, a task is one ``bytes`` value for its snapshot and one for its log,
-which the collector never looks at (in a fifth of the memory for a streamed
-task, half for an echo task).  Each model is first copied member by member
+Frozen, a task is one ``bytes`` value for its snapshot and a tuple of them
+for its log (:data:`SEGMENT` events each, so that a reader's slice thaws
+only what it covers), which the collector never looks at (in a fifth of the
+memory for a streamed task, half for an echo task).  Each model is first copied member by member
 into a tuple of plain values, by a function written out per model like the
 codec's encoders (no JSON, no base64), then :mod:`marshal` makes the bytes.  Marshal's format is
 private to one Python version, which is all a store in this process needs;
@@ -32,6 +33,12 @@ from .serial import EVENT_KINDS, EVENT_TYPES
 
 #: A model as plain values: its members in field order, models among them in turn.
 Plain = Tuple[Any, ...]
+#: A frozen log: :data:`SEGMENT` events to a ``bytes`` value.  A tuple holding
+#: only bytes, which the collector stops tracking at its first look.
+FrozenLog = Tuple[bytes, ...]
+#: Events per segment of a frozen log: a read thaws the segments its slice
+#: covers, not the whole log (a multiple of a store's ``read_slice``).
+SEGMENT = 250
 
 #: What a data part holds when it holds nothing (``UNSET`` is an object marshal
 #: cannot copy; ``...`` is no JSON value, so no part holds it otherwise).
@@ -52,20 +59,27 @@ def thaw_task(frozen: bytes) -> Task:
     return task
 
 
-def freeze_log(events: Sequence[Event]) -> bytes:
-    """A task's log as bytes (ValueError if something in it cannot be copied exactly)."""
+def freeze_log(events: Sequence[Event]) -> FrozenLog:
+    """A task's log as segments of bytes (ValueError if something in it cannot be
+    copied exactly)."""
     plain = []
     for event in events:
         cls = type(event)
         freezer = _FREEZERS.get(cls) or _freezer(cls)
         plain.append((EVENT_KINDS[cls], freezer(event)))
-    return marshal.dumps(plain)
+    return tuple(marshal.dumps(plain[at:at + SEGMENT]) for at in range(0, len(plain), SEGMENT))
 
 
-def thaw_log(frozen: bytes, start: int = 0, stop: Optional[int] = None) -> List[Event]:
+def thaw_log(frozen: FrozenLog, start: int = 0, stop: Optional[int] = None) -> List[Event]:
     """The events of a frozen log from index ``start`` on (up to ``stop``)."""
-    return [_thawer(EVENT_TYPES[kind])(members)
-            for kind, members in marshal.loads(frozen)[start:stop]]
+    last = len(frozen) if stop is None else min(len(frozen), -(-stop // SEGMENT))
+    events: List[Event] = []
+    for index in range(start // SEGMENT, last):
+        at = index * SEGMENT
+        members = marshal.loads(frozen[index])[max(start - at, 0):
+                                               None if stop is None else stop - at]
+        events.extend(_thawer(EVENT_TYPES[kind])(plain) for kind, plain in members)
+    return events
 
 
 class FrozenRecord(TaskRecord):

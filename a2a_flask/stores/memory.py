@@ -32,7 +32,7 @@ from .base import (
     is_behind,
     select_page,
 )
-from .frozen import FrozenRecord, freeze_log, thaw_log
+from .frozen import FrozenLog, FrozenRecord, freeze_log, thaw_log
 
 #: Tasks with longer logs stay objects: freezing is one step that does not yield
 #: (about 10 ms for this many events).
@@ -52,9 +52,9 @@ class MemoryStore(TaskStore):
         #: Each task's latest record: a :class:`FrozenRecord` once the task is frozen.
         self._records: Dict[str, TaskRecord] = {}
         #: Each task's events in order: the event of sequence number ``n`` is at ``n - 1``;
-        #: bytes (:func:`freeze_log`) once the task is frozen.  Entries are made on
-        #: read, so that the store keeps no object per entry.
-        self._logs: Dict[str, Union[List[Event], bytes]] = {}
+        #: segments of bytes (:func:`freeze_log`) once the task is frozen.  Entries are
+        #: made on read, so that the store keeps no object per entry.
+        self._logs: Dict[str, Union[List[Event], FrozenLog]] = {}
         #: The latest tasks to end, oldest first (some frozen since).
         self._finished: Deque[str] = collections.deque()
         #: Finished tasks that stay objects: too long, or holding what marshal cannot copy.
@@ -89,7 +89,7 @@ class MemoryStore(TaskStore):
             if self._records[task_id].seq != expected_seq:
                 raise SequenceConflict(task_id)
             log = self._logs[task_id]
-            if isinstance(log, bytes):  # a finished task changes no more; whoever did this gets it
+            if isinstance(log, tuple):  # a finished task changes no more; whoever did this gets it
                 log = self._logs[task_id] = thaw_log(log)
             log.extend(events)
             # Records are replaced, never mutated: readers may hold the old one.
@@ -109,7 +109,7 @@ class MemoryStore(TaskStore):
 
     def _freeze(self, task_id: str) -> None:
         record, log = self._records.get(task_id), self._logs.get(task_id)
-        if (not self.freezes or record is None or log is None or isinstance(log, bytes)
+        if (not self.freezes or record is None or log is None or isinstance(log, tuple)
                 or task_id in self._unfrozen):
             return  # purged, frozen already, or staying objects
         try:
@@ -126,7 +126,7 @@ class MemoryStore(TaskStore):
         start = max(after_seq, 0)
         stop = start + self.read_slice
         record = self._records.get(task_id)
-        if isinstance(log, bytes):
+        if isinstance(log, tuple):
             events = (thaw_log(log, start, stop) if record is not None and record.seq > start
                       else [])
         else:
