@@ -148,7 +148,7 @@ def test_a_long_task_is_compacted_into_records_of_bounded_size(tmp_path, monkeyp
     store.compact()  # again, from the first compaction's records
     assert len(yields) >= 8
     for view in (store, other, ShelveStore(path)):  # the writer, a follower, a new process
-        assert [e.seq for e in view.read("t1", 0)] == list(range(1, 453))
+        assert [e.seq for e in view.entries("t1", 0)] == list(range(1, 453))
         sizes = [len(json.loads(view._payload(ref))["ev"]) for ref in view._tasks["t1"].refs]
         assert sizes == [100, 100, 100, 100, 52]
         assert [e.seq for e in view.read("t1", 440)] == list(range(441, 453))
@@ -215,7 +215,7 @@ def test_the_writer_builds_the_index_a_process_reading_the_compacted_file_builds
         append(store, f"s{round_}", [user_turn(f"s{round_}", f"late{round_}")])
     fresh = ShelveStore(path)
     for view in (store, fresh):
-        assert [e.seq for e in view.read("long", 0)] == list(range(1, 263 + 3 * 70))
+        assert [e.seq for e in view.entries("long", 0)] == list(range(1, 263 + 3 * 70))
         parts = view.load("long").task.artifacts[0].parts
         assert [p.text for p in parts] == [f"c{i}" for i in range(260 + 3 * 70)]
         assert view.load("s0").seq == 4 and view.load("s0").state is S.COMPLETED
