@@ -11,12 +11,13 @@ finished streamed tasks one full collection took 2.4 s (``bench/frozen.py``).
 Frozen, a task is one ``bytes`` value for its snapshot and a tuple of them
 for its log (:data:`SEGMENT` events each, so that a reader's slice thaws
 only what it covers), which the collector never looks at (in a fifth of the
-memory for a streamed task, half for an echo task).  Each model is first copied member by member
-into a tuple of plain values, by a function written out per model like the
-codec's encoders (no JSON, no base64), then :mod:`marshal` makes the bytes.  Marshal's format is
-private to one Python version, which is all a store in this process needs;
-it refuses what it cannot copy exactly (an object in an agent's metadata,
-say), and then the task simply stays as objects.
+memory for a streamed task, half for an echo task).  Each model is first
+copied member by member into a tuple of plain values, by a function written
+out per model like the codec's encoders (no JSON, no base64), then
+:mod:`marshal` makes the bytes.  Marshal's format is private to one Python
+version, which is all a store in this process needs; it refuses what it
+cannot copy exactly (an object in an agent's metadata, say), and then the
+task simply stays as objects.
 """
 from __future__ import annotations
 
