@@ -178,11 +178,10 @@ class TaskContext:
         """``artifact(text, append=True)`` for a generator's text chunk, the streaming
         idiom, without the work other arguments need (every chunk passes here)."""
         artifact_id = self._last_artifact_id
+        append = artifact_id is not None
         if artifact_id is None:
             artifact_id = self._last_artifact_id = new_id()
-            self._run.add_artifact(Artifact(artifact_id, [Part(text=text)]))
-        else:
-            self._run.add_artifact(Artifact(artifact_id, [Part(text=text)]), append=True)
+        self._run.add_artifact(Artifact(artifact_id, [Part(text=text)]), append=append)
 
     def ask(self, content: Content) -> None:
         """Ask the user for more input (INPUT_REQUIRED); then return from the executor."""
