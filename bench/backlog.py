@@ -38,6 +38,7 @@ from a2a_flask.protocol.models import (  # noqa: E402
 )
 from a2a_flask.stores import TaskStore, open_store  # noqa: E402
 from a2a_flask.stores.base import TaskRecord  # noqa: E402
+from soak import delete_prefix  # noqa: E402
 
 #: Events written per append (a run's burst of chunks).
 BURST = 1_000
@@ -86,11 +87,12 @@ def main(argv: List[str]) -> None:
           f"(medians of {args.repeat})")
     print(f"{'store':8} | {'one read':>9} | {'sliced: longest':>15} | {'total':>7} | "
           f"{'one read total':>14}")
+    prefix = f"a2a-backlog-{time.time_ns()}"
     with tempfile.TemporaryDirectory() as folder:
         for name in args.stores.split(","):
             url = {"memory": "memory://", "shelve": f"shelve://{folder}/tasks",
                    "sqlite": f"sqlite:///{folder}/tasks.db",
-                   "redis": f"{args.redis}?prefix=a2a-backlog-{time.time_ns()}"}[name]
+                   "redis": f"{args.redis}?prefix={prefix}"}[name]
             store = open_store(url)
             try:
                 write_task(store, args.events)
@@ -107,18 +109,7 @@ def main(argv: List[str]) -> None:
             finally:
                 store.close()
                 if name == "redis":
-                    _drop_prefix(url)
-
-
-def _drop_prefix(url: str) -> None:
-    import redis
-
-    base, _, prefix = url.partition("?prefix=")
-    client = redis.Redis.from_url(base)
-    keys = list(client.scan_iter(f"{prefix}:*"))
-    if keys:
-        client.delete(*keys)
-    client.close()
+                    delete_prefix(args.redis, prefix)
 
 
 if __name__ == "__main__":
