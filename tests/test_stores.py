@@ -29,7 +29,7 @@ from a2a_flask.protocol.models import (
 from a2a_flask.protocol.events import apply_event
 from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore
 from a2a_flask.stores.redis import RedisStore
-from a2a_flask.stores.base import PushTarget, SequenceConflict, TaskQuery, TaskRecord
+from a2a_flask.stores.base import LogEntry, PushTarget, SequenceConflict, TaskQuery, TaskRecord
 
 from .conftest import REDIS_URL, SQL_STORES, drop_redis_prefix, drop_sql_database, sql_test_url
 
@@ -212,6 +212,35 @@ def test_read_returns_a_long_log_in_slices(store):
     assert [e.event.message_id for e in entries[:4]] == [f"msg-0-{i}" for i in range(4)]
     assert entries[-1].event.status.state is S.COMPLETED
     assert list(store.entries("missing", 0)) == []
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "redis", *SQL_STORES])
+def test_a_read_slice_is_decoded_entry_by_entry(kind, tmp_path):
+    """Stores that keep JSON hand out a slice as its text, each entry decoded
+    when it is looked at: Python's collector never finds a whole slice of
+    events alive (what it finds alive it moves to older generations, and the
+    more it moves the more often it walks the whole process)."""
+    import gc
+
+    store = open_store(kind, str(tmp_path / "tasks"))
+    try:
+        create(store, "t1")
+        chunks = [chunk_event("t1", i) for i in range(200)]
+        append(store, "t1", chunks)
+        decoded = (LogEntry, TaskArtifactUpdateEvent, Artifact, Part)
+
+        def alive() -> int:
+            return sum(isinstance(thing, decoded) for thing in gc.get_objects())
+
+        before = alive()
+        entries = store.read("t1", 1)
+        assert alive() == before, "the slice was decoded when read"
+        assert len(entries) == 200 and entries[-1].seq == 201 and entries[0].seq == 2
+        assert [e.event for e in entries] == chunks and [e.event for e in entries] == chunks
+        assert [e.seq for e in entries[10:13]] == [12, 13, 14] and entries[-2].event == chunks[-2]
+        assert store.read("t1", 201) == []
+    finally:
+        store.close()
 
 
 def test_tasks_have_separate_logs(store):

@@ -19,7 +19,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from .. import signals
 from ..protocol.errors import InvalidParamsError, StoreUnavailable
@@ -255,11 +255,12 @@ class TaskStore(ABC):
         return (record.seq, record.state) if record is not None else None
 
     @abstractmethod
-    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+    def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         """The log entries with a sequence number greater than ``after_seq``, in
         order: all of them, or the first :attr:`read_slice` (or a few more, to
         the end of a record the store keeps whole); the caller reads again
-        after the last one.  Empty only when there are none."""
+        after the last one.  Empty only when there are none.  A store may
+        decode each entry only when it is looked at (so iterate once)."""
 
     def entries(self, task_id: str, after_seq: int,
                 through: Optional[int] = None) -> Iterator[LogEntry]:
@@ -273,7 +274,7 @@ class TaskStore(ABC):
                 if through is not None and entry.seq > through:
                     return
                 yield entry
-            after_seq = entries[-1].seq
+                after_seq = entry.seq
 
     @abstractmethod
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:

@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from datetime import datetime
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qs, urlsplit
 
 from ..concurrency import Notifier, Worker
@@ -52,7 +52,8 @@ from .base import (
     outages_as_unavailable,
     snapshot_due,
 )
-from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
+from .serial import (EncodedEntries, dump_event, dump_target, dump_task, load_event, load_target,
+                     load_task)
 
 #: How often a waiter re-reads without a wake-up (seconds): a safety net only.
 SAFETY_POLL = 1.0
@@ -302,11 +303,10 @@ class RedisStore(TaskStore):
             raise SequenceConflict(task_id)
         return int(seq)
 
-    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+    def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         start = max(after_seq, 0)
         raw = self._redis.lrange(self._key("log", task_id), start, start + self.read_slice - 1)
-        return [LogEntry(start + 1 + i, load_event(text.decode()))
-                for i, text in enumerate(raw)]
+        return EncodedEntries(range(start + 1, start + 1 + len(raw)), raw) if raw else []
 
     # ------------------------------------------------------------ wake-ups
 

@@ -7,11 +7,11 @@ on any host, and by a human with ``sqlite3`` or ``redis-cli``.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Type
+from typing import Any, Dict, Iterator, List, Sequence, Type, Union, overload
 
 from ..protocol.codec import decode, encode
 from ..protocol.models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
-from .base import Event, PushTarget
+from .base import Event, LogEntry, PushTarget
 
 #: The kinds of event a log holds, by the StreamResponse member that names each.
 EVENT_KINDS: Dict[type, str] = {
@@ -39,11 +39,59 @@ def event_from_body(body: Dict[str, Any]) -> Event:
     return event
 
 
+class EncodedEntries(Sequence[LogEntry]):
+    """A slice of a log as the store keeps it (sequence numbers and JSON text),
+    each entry decoded when it is looked at.
+
+    A reader takes a slice and sends its events one at a time.  Decoded all at
+    once, the slice's objects (an entry, an event, its artifact, a list, a
+    part: a thousand and more) are alive together, and Python's collector
+    moves what it finds alive to its older generations; the more it moves,
+    the more often it runs a full collection, which walks every object of the
+    process, every part of a long task among them.  Text is not something the
+    collector follows.  Reads that find nothing return a plain empty list.
+    """
+
+    __slots__ = ("_seqs", "_texts")
+
+    def __init__(self, seqs: Sequence[int], texts: Sequence[Union[str, bytes]]) -> None:
+        self._seqs = seqs
+        self._texts = texts
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+    @overload
+    def __getitem__(self, index: int) -> LogEntry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> "EncodedEntries": ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[LogEntry, "EncodedEntries"]:
+        if isinstance(index, slice):
+            return EncodedEntries(self._seqs[index], self._texts[index])
+        return LogEntry(self._seqs[index], load_event(self._texts[index]))
+
+    def __iter__(self) -> Iterator[LogEntry]:
+        for seq, text in zip(self._seqs, self._texts):
+            yield LogEntry(seq, load_event(text))
+
+    def __repr__(self) -> str:
+        return f"EncodedEntries({len(self)} entries from seq {self._seqs[0] if self else None})"
+
+
+def encoded_entries(rows: Sequence[Sequence[Any]]) -> Union[EncodedEntries, List[LogEntry]]:
+    """:class:`EncodedEntries` of ``(seq, text)`` rows, or ``[]`` for none."""
+    if not rows:
+        return []
+    return EncodedEntries([row[0] for row in rows], [row[1] for row in rows])
+
+
 def dump_event(event: Event) -> str:
     return dumps(event_body(event))
 
 
-def load_event(text: str) -> Event:
+def load_event(text: Union[str, bytes]) -> Event:
     return event_from_body(json.loads(text))
 
 

@@ -56,7 +56,8 @@ from .base import (
     fold,
     outages_as_unavailable,
 )
-from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
+from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
+                     load_target, load_task)
 from .sql_listen import Listener, load_driver
 from .sql_schema import create_all, make_metadata, metadata
 from .sql_tls import share_one_tls_context_pg8000, share_one_tls_context_pymysql
@@ -444,13 +445,13 @@ class SQLStore(TaskStore):
             row = conn.execute(sa.select(t.seq, t.state).where(t.id == task_id)).first()
         return None if row is None else (row.seq, TaskState(row.state))
 
-    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+    def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         e = self.events.c
         with self._connect() as conn:
             rows = conn.execute(sa.select(e.seq, e.event)
                                 .where(e.task_id == task_id, e.seq > after_seq)
                                 .order_by(e.seq).limit(self.read_slice)).all()
-        return [LogEntry(seq, load_event(text)) for seq, text in rows]
+        return encoded_entries(rows)
 
     # ------------------------------------------------------------ wake-ups
 

@@ -19,7 +19,7 @@ import os
 import sqlite3
 import threading
 import time
-from typing import Any, Iterator, List, Optional, Set, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 
 from ..concurrency import Notifier
 from ..protocol.errors import StoreUnavailable
@@ -41,7 +41,8 @@ from .base import (
     report_outage,
     snapshot_due,
 )
-from .serial import dump_event, dump_target, dump_task, load_event, load_target, load_task
+from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
+                     load_target, load_task)
 
 #: How often a waiter looks for commits made by other processes (seconds).
 POLL_INTERVAL = 0.02
@@ -264,10 +265,10 @@ class SQLiteStore(TaskStore):
         self._notifier.notify(task_id)
         return seq
 
-    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+    def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         rows = self._query("SELECT seq, event FROM events WHERE task_id=? AND seq>? ORDER BY seq"
                            " LIMIT ?", (task_id, after_seq, self.read_slice))
-        return [LogEntry(seq, load_event(text)) for seq, text in rows]
+        return encoded_entries(rows)
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         def passed() -> bool:
