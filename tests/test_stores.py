@@ -214,12 +214,13 @@ def test_read_returns_a_long_log_in_slices(store):
     assert list(store.entries("missing", 0)) == []
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "redis", *SQL_STORES])
+@pytest.mark.parametrize("kind", ["shelve", "sqlite", "redis", *SQL_STORES])
 def test_a_read_slice_is_decoded_entry_by_entry(kind, tmp_path):
-    """Stores that keep JSON hand out a slice as its text, each entry decoded
-    when it is looked at: Python's collector never finds a whole slice of
-    events alive (what it finds alive it moves to older generations, and the
-    more it moves the more often it walks the whole process)."""
+    """Stores that keep JSON hand out a slice as its text (shelve: as the JSON
+    it parsed), each entry decoded when it is looked at: Python's collector
+    never finds a whole slice of events alive (what it finds alive it moves to
+    older generations, and the more it moves the more often it walks the
+    whole process)."""
     import gc
 
     store = open_store(kind, str(tmp_path / "tasks"))

@@ -7,7 +7,7 @@ on any host, and by a human with ``sqlite3`` or ``redis-cli``.
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Iterator, List, Sequence, Type, Union, overload
+from typing import Any, Callable, Dict, Iterator, Sequence, Type, Union, overload
 
 from ..protocol.codec import decode, encode
 from ..protocol.models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
@@ -39,9 +39,14 @@ def event_from_body(body: Dict[str, Any]) -> Event:
     return event
 
 
+def load_event(text: Union[str, bytes]) -> Event:
+    return event_from_body(json.loads(text))
+
+
 class EncodedEntries(Sequence[LogEntry]):
-    """A slice of a log as the store keeps it (sequence numbers and JSON text),
-    each entry decoded when it is looked at.
+    """A slice of a log as the store keeps it (sequence numbers and each
+    event's JSON text, or its parsed JSON), each entry decoded when it is
+    looked at.
 
     A reader takes a slice and sends its events one at a time.  Decoded all at
     once, the slice's objects (an entry, an event, its artifact, a list, a
@@ -52,14 +57,16 @@ class EncodedEntries(Sequence[LogEntry]):
     collector follows.  Reads that find nothing return a plain empty list.
     """
 
-    __slots__ = ("_seqs", "_texts")
+    __slots__ = ("_seqs", "_stored", "_decode")
 
-    def __init__(self, seqs: Sequence[int], texts: Sequence[Union[str, bytes]]) -> None:
+    def __init__(self, seqs: Sequence[int], stored: Sequence[Any],
+                 decode: Callable[[Any], Event] = load_event) -> None:
         self._seqs = seqs
-        self._texts = texts
+        self._stored = stored
+        self._decode = decode
 
     def __len__(self) -> int:
-        return len(self._texts)
+        return len(self._stored)
 
     @overload
     def __getitem__(self, index: int) -> LogEntry: ...
@@ -69,30 +76,28 @@ class EncodedEntries(Sequence[LogEntry]):
 
     def __getitem__(self, index: Union[int, slice]) -> Union[LogEntry, "EncodedEntries"]:
         if isinstance(index, slice):
-            return EncodedEntries(self._seqs[index], self._texts[index])
-        return LogEntry(self._seqs[index], load_event(self._texts[index]))
+            return EncodedEntries(self._seqs[index], self._stored[index], self._decode)
+        return LogEntry(self._seqs[index], self._decode(self._stored[index]))
 
     def __iter__(self) -> Iterator[LogEntry]:
-        for seq, text in zip(self._seqs, self._texts):
-            yield LogEntry(seq, load_event(text))
+        decode = self._decode
+        for seq, stored in zip(self._seqs, self._stored):
+            yield LogEntry(seq, decode(stored))
 
     def __repr__(self) -> str:
         return f"EncodedEntries({len(self)} entries from seq {self._seqs[0] if self else None})"
 
 
-def encoded_entries(rows: Sequence[Sequence[Any]]) -> Union[EncodedEntries, List[LogEntry]]:
-    """:class:`EncodedEntries` of ``(seq, text)`` rows, or ``[]`` for none."""
+def encoded_entries(rows: Sequence[Sequence[Any]],
+                    decode: Callable[[Any], Event] = load_event) -> Sequence[LogEntry]:
+    """:class:`EncodedEntries` of ``(seq, stored event)`` rows, or ``[]`` for none."""
     if not rows:
         return []
-    return EncodedEntries([row[0] for row in rows], [row[1] for row in rows])
+    return EncodedEntries([row[0] for row in rows], [row[1] for row in rows], decode)
 
 
 def dump_event(event: Event) -> str:
     return dumps(event_body(event))
-
-
-def load_event(text: Union[str, bytes]) -> Event:
-    return event_from_body(json.loads(text))
 
 
 def dump_task(task: Task) -> str:

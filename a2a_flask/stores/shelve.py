@@ -36,7 +36,7 @@ import os
 import shelve as shelve_module
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..concurrency import Notifier, cooperate
 from ..protocol.codec import decode, encode
@@ -59,7 +59,7 @@ from .base import (
     snapshot_due,
 )
 from .recordlog import Flusher, LockTimeout, RecordLog, Rewrite
-from .serial import dumps, event_body, event_from_body
+from .serial import dumps, encoded_entries, event_body, event_from_body
 
 #: How often a waiter looks for writes made by other processes (seconds).
 POLL_INTERVAL = 0.05
@@ -334,7 +334,7 @@ class ShelveStore(TaskStore):
 
         return self._read(look)
 
-    def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
+    def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         def payloads() -> List[bytes]:
             entry = self._tasks.get(task_id)
             if entry is None:
@@ -345,12 +345,11 @@ class ShelveStore(TaskStore):
             stop = bisect.bisect_left(entry.lasts, max(after_seq, 0) + self.read_slice) + 1
             return [self._payload(ref) for ref in entry.refs[first:stop]]
 
-        entries = []
-        for payload in self._read(payloads):
-            for seq, body in json.loads(payload)["ev"]:
-                if seq > after_seq:
-                    entries.append(LogEntry(seq, event_from_body(body)))
-        return entries
+        # Parsed here, made events one at a time as the reader gets to them
+        # (see EncodedEntries): a record can hold thousands.
+        return encoded_entries([pair for payload in self._read(payloads)
+                                for pair in json.loads(payload)["ev"] if pair[0] > after_seq],
+                               event_from_body)
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         def passed() -> bool:
