@@ -260,7 +260,7 @@ class TaskStore(ABC):
         order: all of them, or the first :attr:`read_slice` (or a few more, to
         the end of a record the store keeps whole); the caller reads again
         after the last one.  Empty only when there are none.  A store may
-        decode each entry only when it is looked at (so iterate once)."""
+        decode an entry each time it is looked at: iterate the slice once."""
 
     def entries(self, task_id: str, after_seq: int,
                 through: Optional[int] = None) -> Iterator[LogEntry]:
