@@ -647,7 +647,7 @@ def test_v01_second_tasks_send_with_same_id_continues_the_task(client):
     assert done["status"]["state"] == "completed"
     assert [(m["role"], text_of(m)) for m in done["history"]] == [
         ("user", "ask"), ("agent", "Which city?"), ("user", "Paris")]
-    # A finished task takes no more messages: 1.0's -32004, never 0.1's -32009 (DIGEST §1.5).
+    # A finished task takes no more messages: 1.0's -32004, never 0.1's -32009 (-32009 is VersionNotSupported in 1.0).
     error(send01(client, task_id, "again"), -32004)
 
 

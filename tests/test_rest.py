@@ -1,12 +1,13 @@
 """The HTTP+JSON (REST) bindings through the Flask test client.
 
-1.0 under ``/a2a/rest`` and ``/a2a/rest/{tenant}`` (DIGEST §3): every route,
-query parameters, the ``{"error": {...}}`` body with the 1.0.1 HTTP statuses,
-content types, 404/405, SSE of bare StreamResponse objects (validated against
-the v1.0 schema), and ``A2A-Version`` handling.  Then the 0.3 flavour under
-``/a2a/rest/v1`` (ProtoJSON of the 0.3 proto: ``content``, ``fileWithBytes``,
-``TASK_STATE_CANCELLED``, ``final``, push configs with ``name``), checked
-strictly against the 0.3 proto bindings shipped with ``a2a-sdk`` when present.
+1.0 under ``/a2a/rest`` and ``/a2a/rest/{tenant}`` (the 1.0 specification's
+HTTP+JSON binding): every route, query parameters, the ``{"error": {...}}``
+body with the 1.0.1 HTTP statuses, content types, 404/405, SSE of bare
+StreamResponse objects (validated against the v1.0 schema), and ``A2A-Version``
+handling.  Then the 0.3 flavour under ``/a2a/rest/v1`` (ProtoJSON of the 0.3
+proto: ``content``, ``fileWithBytes``, ``TASK_STATE_CANCELLED``, ``final``,
+push configs with ``name``), checked strictly against the 0.3 proto bindings
+shipped with ``a2a-sdk`` when present.
 """
 from __future__ import annotations
 

@@ -153,8 +153,8 @@ class VersionNotSupportedError(A2AError):
 
 # ---------------------------------------------------------------- this server's own codes
 #
-# The spec names no JSON-RPC codes for these (DIGEST §2.10: "use HTTP 401/403 at
-# the HTTP layer"); the codes come from the implementation-defined part of the
+# The spec names no JSON-RPC codes for these (it says to use HTTP 401/403 at
+# the HTTP layer); the codes come from the implementation-defined part of the
 # A2A range, far from the spec's sequence, and are documented in the README.
 
 
