@@ -498,6 +498,47 @@ def test_stream_closes_at_input_required(make_app, store_url):
     assert more[-1]["statusUpdate"]["status"]["state"] == COMPLETED
 
 
+def chunk_streamer(ctx):
+    ctx.working("streaming")
+    for index in range(20):
+        ctx.artifact(f"chunk {index} ", artifact_id="out", append=index > 0,
+                     last_chunk=index == 19)
+    return None
+
+
+@pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
+def test_a_stream_in_1_0_sends_stored_chunks_without_decoding_them(make_app, store_url,
+                                                                    monkeypatch):
+    """A store that keeps each event as a StreamResponse's JSON text hands it out
+    with the entry: a 1.0 stream sends a chunk's text as it is, never decoding
+    it into objects and writing them back, and the text is a valid event."""
+    from a2a_flask.stores.serial import StoredEntry
+
+    decoded: List[bool] = []
+    decode_event = StoredEntry.event.fget
+
+    def counted(entry):
+        decoded.append(entry.chunk)
+        return decode_event(entry)
+
+    monkeypatch.setattr(StoredEntry, "event", property(counted))
+    client = make_app(chunk_streamer, store=store_url).test_client()
+    items = results(sse(client, "SendStreamingMessage", {"message": user_message("go")}))
+    chunks = [item["artifactUpdate"] for item in items if kind(item) == "artifactUpdate"]
+    assert "".join(c["artifact"]["parts"][0]["text"] for c in chunks) == "".join(
+        f"chunk {i} " for i in range(20))
+    assert items[-1]["statusUpdate"]["status"]["state"] == COMPLETED
+    assert decoded and True not in decoded  # statuses are looked at; no chunk was
+    decoded.clear()
+    # A 0.3 stream has to reshape each chunk, so it decodes them.
+    body = rpc_body("message/stream", {"message": {
+        "kind": "message", "messageId": "m-03", "role": "user",
+        "parts": [{"kind": "text", "text": "go"}]}})
+    response = client.post("/a2a", json=body, headers={"A2A-Version": "0.3"})
+    assert response.status_code == 200 and response.get_data(as_text=True).count("chunk ") == 20
+    assert decoded.count(True) >= 20
+
+
 def test_message_only_stream_has_exactly_one_message_event(make_app, store_url):
     client = make_app(replier, store=store_url).test_client()
     events = sse(client, "SendStreamingMessage", {"message": user_message("ping")})

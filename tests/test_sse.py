@@ -10,6 +10,7 @@ from typing import Any, List, Optional
 import pytest
 
 from a2a_flask.protocol.calls import Wait
+from a2a_flask.protocol.events import LogEntry
 from a2a_flask.web.sse import KEEPALIVE, OPENING, event_stream
 
 
@@ -28,8 +29,10 @@ class RecordedWait(Wait):
 
 
 def serve(items: List[Any], written: Optional[List[bytes]] = None) -> List[bytes]:
-    """The chunks a server is handed, in order (empty ones included)."""
-    response = event_stream(iter(items), render=lambda item: {"event": item[1]},
+    """The chunks a server is handed, in order (empty ones included); ``(seq, event)``
+    pairs among ``items`` are served as log entries."""
+    served = [LogEntry(*item) if isinstance(item, tuple) else item for item in items]
+    response = event_stream(iter(served), render=lambda item: {"event": item.event},
                             render_error=lambda exc: {"error": str(exc)})
     written = [] if written is None else written
     for chunk in response.response:

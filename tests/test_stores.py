@@ -244,6 +244,30 @@ def test_a_read_slice_is_decoded_entry_by_entry(kind, tmp_path):
         store.close()
 
 
+def test_a_read_entry_carries_the_stream_response_it_was_stored_as(store):
+    """Stores that keep each event as JSON text hand the text out with the entry
+    (a 1.0 stream sends it as it is) and tell a chunk by its first bytes, before
+    any decoding; the text is the event's StreamResponse, as a stream writes it."""
+    from a2a_flask.protocol.jsontext import stream_response_text
+
+    create(store, "t1")
+    working = TaskStatus(state=S.WORKING, message=Message(
+        message_id="m1", role=Role.AGENT, parts=[Part(text="é ✓ \u2028 \"quoted\"")]))
+    events = [TaskStatusUpdateEvent("t1", "ctx", working), chunk_event("t1", 0),
+              user_turn("t1", "more"), chunk_event("t1", 1), status_event("t1", S.COMPLETED)]
+    append(store, "t1", events)
+    entries = list(store.read("t1", 1))
+    texts = [entry.stream_response for entry in entries]
+    chunks = [entry.chunk for entry in entries]  # asked before the events are decoded
+    assert [entry.event for entry in entries] == events
+    assert chunks == [False, True, False, True, False]
+    if isinstance(store, (MemoryStore, ShelveStore)):  # objects, or parsed JSON
+        assert texts == [None] * len(events)
+    else:
+        assert [json.loads(text) for text in texts] == [
+            json.loads(stream_response_text(event)) for event in events]
+
+
 def test_tasks_have_separate_logs(store):
     create(store, "t1")
     create(store, "t2")

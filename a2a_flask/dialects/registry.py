@@ -20,13 +20,13 @@ DEFAULT_VERSION = "0.3"
 _VERSION = re.compile(r"^\s*(\d{1,9})\.(\d{1,9})(?:\.\d{1,9})?\s*$")
 
 
-#: Makes the renderer of one stream: ``(seq, event)`` -> the JSON of one event, or
+#: Makes the renderer of one stream: a log entry -> the JSON of its event, or
 #: None to skip it.  A factory (given the stream's StreamContext), because some
 #: renderers remember earlier events or ask about the task.
 StreamRenderer = Callable[[Any], Callable[[Any], Optional[Any]]]
 
 
-#: Makes the payload renderer of one webhook delivery run: ``((seq, event), task
+#: Makes the payload renderer of one webhook delivery run: ``(log entry, task
 #: after it)`` -> the JSON body of one push, or None to skip the event.  The task
 #: is only given to dialects that send whole tasks (0.3).
 PushRenderer = Callable[[Any], Callable[[Any, Any], Optional[Any]]]

@@ -10,13 +10,14 @@ with ``authentication.schemes``; ``configuration.blocking`` instead of
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from ..protocol import models as m
 from ..protocol.cards import union_card
 from ..protocol.codec import decode, encode
 from ..protocol.calls import StreamContext
 from ..protocol.errors import InvalidParamsError
+from ..protocol.events import LogEntry
 from .v03 import _drop_none, push_config_in, push_inner_out
 
 VERSION = "0.3"
@@ -103,9 +104,9 @@ def task_out(task: m.Task) -> Dict[str, Any]:
     return out
 
 
-def event_out(item: Tuple[int, Any], final: Callable[[Any], bool]) -> Dict[str, Any]:
+def event_out(item: LogEntry, final: Callable[[Any], bool]) -> Dict[str, Any]:
     """A 0.3 StreamResponse object."""
-    _, event = item
+    event = item.event
     if isinstance(event, m.Task):
         return {"task": task_out(event)}
     body = encode(event)
@@ -143,7 +144,7 @@ def card_out(card: m.AgentCard) -> Dict[str, Any]:
     return union_card(encode(card))
 
 
-def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:
+def stream_renderer(stream: StreamContext) -> Callable[[LogEntry], Dict[str, Any]]:
     return lambda item: event_out(item, stream.final)
 
 

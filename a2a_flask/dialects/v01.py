@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 from ..protocol import models as m
 from ..protocol.codec import decode, encode
 from ..protocol.errors import InvalidParamsError
+from ..protocol.events import LogEntry
 from ..protocol.calls import CallContext, StreamContext
 from . import v03
 from .registry import Method, Operations, operation, params_of, register_push
@@ -73,7 +74,7 @@ def task_out(task: m.Task) -> Dict[str, Any]:
     return out
 
 
-def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Optional[Dict[str, Any]]]:
+def stream_renderer(stream: StreamContext) -> Callable[[LogEntry], Optional[Dict[str, Any]]]:
     """A renderer for one 0.1 stream: it numbers artifacts (0.1 ``index``) by their
     position in the task, seeded from the task itself when a stream resumes midway."""
     indexes: Dict[str, int] = {}
@@ -84,8 +85,8 @@ def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Option
                 indexes.setdefault(known, len(indexes))
         return indexes.setdefault(artifact_id, len(indexes))
 
-    def render(item: Tuple[int, Any]) -> Optional[Dict[str, Any]]:
-        _, event = item
+    def render(item: LogEntry) -> Optional[Dict[str, Any]]:
+        event = item.event
         if isinstance(event, m.Task):
             for artifact in event.artifacts:
                 indexes.setdefault(artifact.artifact_id, len(indexes))
@@ -105,7 +106,7 @@ def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Option
     return render
 
 
-def push_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any], Any], Optional[Dict[str, Any]]]:
+def push_renderer(stream: StreamContext) -> Callable[[LogEntry, Any], Optional[Dict[str, Any]]]:
     """A 0.1 push is the 0.1 stream event (status with ``final``, or artifact)."""
     render = stream_renderer(stream)
     return lambda item, task: render(item)

@@ -8,12 +8,13 @@ names 0.1 and 0.3 share answer in the dialect the task was created in.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List
 
 from ..protocol import models as m
 from ..protocol.cards import union_card
 from ..protocol.codec import decode, encode
 from ..protocol.errors import InvalidParamsError, TaskNotFoundError
+from ..protocol.events import LogEntry
 from ..protocol.calls import CallContext, StreamContext
 from .registry import Dialect, Method, Operations, operation, params_of, register, register_push
 
@@ -156,9 +157,9 @@ def task_out(task: m.Task) -> Dict[str, Any]:
     return out
 
 
-def event_out(item: Tuple[int, Any], final: Callable[[Any], bool]) -> Dict[str, Any]:
+def event_out(item: LogEntry, final: Callable[[Any], bool]) -> Dict[str, Any]:
     """One 0.3 stream result: Task, Message, status-update (with ``final``) or artifact-update."""
-    _, event = item
+    event = item.event
     if isinstance(event, m.Task):
         return task_out(event)
     if isinstance(event, m.Message):
@@ -303,7 +304,7 @@ METHODS: Dict[str, Method] = {
 }
 
 
-def stream_renderer(stream: StreamContext) -> Callable[[Tuple[int, Any]], Dict[str, Any]]:
+def stream_renderer(stream: StreamContext) -> Callable[[LogEntry], Dict[str, Any]]:
     return lambda item: event_out(item, stream.final)
 
 

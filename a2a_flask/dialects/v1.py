@@ -5,10 +5,11 @@ nothing translates them further, and a stream writes many.
 """
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any
 
 from ..protocol import models as m
-from ..protocol.jsontext import JSONText, encode_text
+from ..protocol.events import LogEntry
+from ..protocol.jsontext import JSONText, encode_text, stream_response_text
 from .registry import Dialect, Method, operation, params_of, register, register_push
 
 VERSION = "1.0"
@@ -20,19 +21,13 @@ def render_send_result(result: Any) -> JSONText:
     return JSONText(head + encode_text(result) + "}")
 
 
-#: The head of a StreamResponse object, by the kind of event it holds.
-_EVENT_HEADS = {
-    m.Task: '{"task":',
-    m.Message: '{"message":',
-    m.TaskStatusUpdateEvent: '{"statusUpdate":',
-    m.TaskArtifactUpdateEvent: '{"artifactUpdate":',
-}
-
-
-def render_event(item: Tuple[int, Any]) -> JSONText:
-    """A StreamResponse object for one stream item."""
-    _, event = item
-    return JSONText(_EVENT_HEADS[type(event)] + encode_text(event) + "}")
+def render_event(item: LogEntry) -> JSONText:
+    """A StreamResponse object for one stream item: the text a store read it as,
+    when it has that (no decoding, no encoding), or the event written out."""
+    stored = item.stream_response
+    if stored is not None:
+        return JSONText(stored)
+    return stream_response_text(item.event)
 
 
 METHODS = {

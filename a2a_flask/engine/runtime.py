@@ -795,7 +795,7 @@ class Runtime:
                 for entry in entries:
                     yield entry
                     after_seq = entry.seq
-                    if self.ends_stream(entry.event):
+                    if not entry.chunk and self.ends_stream(entry.event):
                         return
                     # A long backlog (a reader catching up) is sent in slices, so the
                     # other greenlets of the worker run in between.

@@ -52,7 +52,7 @@ from ..protocol.models import (
 )
 from ..push.guard import UnsafeWebhookError, WebhookPolicy, header_value_problem
 from .runtime import Run, Runtime
-from ..stores.base import PushTarget, TaskQuery, TaskRecord
+from ..stores.base import LogEntry, PushTarget, TaskQuery, TaskRecord
 
 if TYPE_CHECKING:
     from ..push.delivery import PushDispatcher
@@ -364,7 +364,7 @@ class AgentService:
                         history_length: Optional[int]) -> Iterator[ServedItem]:
         if isinstance(started, TaskRecord):
             return self._follow(started.task.id, started.seq, history_length,
-                                opening=(started.seq, view(started.task, history_length)))
+                                opening=LogEntry(started.seq, view(started.task, history_length)))
         return self._run_started(started, history_length)
 
     def _run_started(self, run: Run, history_length: Optional[int]) -> Iterator[ServedItem]:
@@ -378,7 +378,7 @@ class AgentService:
         if run.error is not None:
             raise run.error
         if run.reply is not None:
-            yield (0, run.reply)
+            yield LogEntry(0, run.reply)
             return
         yield from self._follow(run.task_id, 0, history_length)
 
@@ -394,12 +394,12 @@ class AgentService:
             yield opening
             yield None  # the snapshot goes out at once
         for entry in self.runtime.follow(task_id, after_seq, self.keepalive, park_outside=True):
-            if entry is None or isinstance(entry, Wait):
-                yield entry
+            if entry is None or isinstance(entry, Wait) or entry.chunk:
+                yield entry  # a chunk as the store read it: a 1.0 stream sends its text
             elif isinstance(entry.event, Task):
-                yield (entry.seq, view(entry.event, history_length))
+                yield LogEntry(entry.seq, view(entry.event, history_length))
             elif not (isinstance(entry.event, Message) and entry.event.role is Role.USER):
-                yield (entry.seq, entry.event)
+                yield entry
 
     # ----------------------------------------------------------- tasks
 
@@ -455,7 +455,8 @@ class AgentService:
     def _subscription(self, record: TaskRecord, resume_from: Optional[int]) -> Iterator[ServedItem]:
         if resume_from is not None:
             return self._follow(record.task.id, resume_from, None)
-        return self._follow(record.task.id, record.seq, None, opening=(record.seq, record.task))
+        return self._follow(record.task.id, record.seq, None,
+                            opening=LogEntry(record.seq, record.task))
 
     # ----------------------------------------------------------- push configs
 

@@ -6,13 +6,13 @@ with it (tenant, owner) and dialects render with a :class:`StreamContext`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, List, Mapping, Optional, Union
 
-from .events import Event
+from .events import Event, LogEntry
 
-#: One item of a stream: ``(sequence number, event)``, or ``None`` for a pause
-#: (nothing more right now: send what you have, or a keep-alive if that is nothing).
-StreamItem = Optional[Tuple[int, Event]]
+#: One item of a stream: a log entry (its sequence number and event), or ``None`` for a
+#: pause (nothing more right now: send what you have, or a keep-alive if that is nothing).
+StreamItem = Optional[LogEntry]
 
 
 class Wait:

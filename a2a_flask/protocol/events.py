@@ -1,4 +1,5 @@
-"""Folding events into task snapshots: what a task looks like after each event of its log.
+"""A task's log: its events, the entries a store reads and a stream sends, and
+folding events into task snapshots (what a task looks like after each event).
 
 Pure functions of the models, shared by the engine (which stores the snapshot
 with every append), push delivery (0.3 webhooks carry the whole task) and any
@@ -6,7 +7,7 @@ store that rebuilds a snapshot from its log.
 """
 from __future__ import annotations
 
-from typing import Any, List, Sequence, TypeVar, Union
+from typing import Any, List, Optional, Sequence, TypeVar, Union
 
 from .models import Artifact, Message, Part, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
 
@@ -15,6 +16,43 @@ from .models import Artifact, Message, Part, Task, TaskArtifactUpdateEvent, Task
 Event = Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
 
 M = TypeVar("M")
+
+
+class LogEntry:
+    """One event of a task's log with its sequence number: what a store reads, and
+    what a stream sends (the sequence number is the SSE event id)."""
+
+    __slots__ = ("seq", "_event")
+
+    def __init__(self, seq: int, event: Event) -> None:
+        self.seq = seq
+        self._event = event
+
+    @property
+    def event(self) -> Event:
+        return self._event
+
+    @property
+    def chunk(self) -> bool:
+        """Whether the event is an artifact chunk: it changes no status, so it ends no
+        stream (a store's entry may tell without decoding its event)."""
+        return isinstance(self.event, TaskArtifactUpdateEvent)
+
+    @property
+    def stream_response(self) -> Optional[str]:
+        """The event as the JSON text of a 1.0 StreamResponse, where a store read it
+        in that form (a 1.0 stream then sends it as it is); otherwise None."""
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LogEntry):
+            return NotImplemented
+        return self.seq == other.seq and self.event == other.event
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and not immutable
+
+    def __repr__(self) -> str:
+        return f"LogEntry(seq={self.seq}, event={self.event!r})"
 
 
 def _replaced(model: M, **changes: Any) -> M:

@@ -20,7 +20,14 @@ import typing
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set
 
 from .codec import _converter, field_specs, written_if
-from .models import UNSET, Part
+from .models import (
+    UNSET,
+    Message,
+    Part,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskStatusUpdateEvent,
+)
 
 #: One encoder for every body and event (``json.dumps`` with options builds one per call).
 #: No circular check: our values are trees built per answer (a cycle in an agent's own
@@ -70,6 +77,22 @@ def encode_text(model: Any) -> JSONText:
     """A model (a dataclass of :mod:`.models`) as JSON text: ``json_text(encode(model))``,
     written directly."""
     return JSONText(_text_encoder(type(model))(model))
+
+
+#: The member of a 1.0 StreamResponse object that holds each kind of event.
+STREAM_MEMBERS: Dict[type, str] = {
+    Task: "task",
+    Message: "message",
+    TaskStatusUpdateEvent: "statusUpdate",
+    TaskArtifactUpdateEvent: "artifactUpdate",
+}
+_STREAM_HEADS = {cls: "{" + _quote(member) + ":" for cls, member in STREAM_MEMBERS.items()}
+
+
+def stream_response_text(event: Any) -> JSONText:
+    """An event (a Task, Message, status or artifact update) as a 1.0 StreamResponse
+    object, in JSON text: what a 1.0 stream sends, and how stores keep a log."""
+    return JSONText(_STREAM_HEADS[type(event)] + _text_encoder(type(event))(event) + "}")
 
 
 # ------------------------------------------------------------ generated code
@@ -161,4 +184,4 @@ def _part_text(part: Part) -> str:
 _TEXT_ENCODERS[Part] = _part_text
 
 
-__all__ = ["JSONText", "json_text", "encode_text"]
+__all__ = ["JSONText", "json_text", "encode_text", "stream_response_text", "STREAM_MEMBERS"]

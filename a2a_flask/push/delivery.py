@@ -46,7 +46,7 @@ IDLE_POLL = 0.5
 #: backoff's own ceiling: the receiver knows when it can take the push.
 MAX_RETRY_AFTER = 3600.0
 
-#: ``(seq, event), task after it`` -> the JSON body for one webhook, or None to skip.
+#: ``log entry, task after it`` -> the JSON body for one webhook, or None to skip.
 PayloadRenderer = Callable[[Any, Optional[Task]], Optional[Any]]
 
 
@@ -278,10 +278,9 @@ class PushDispatcher:
     def _render(entry: LogEntry, task: Optional[Task], renderer: PayloadRenderer
                 ) -> Optional[bytes]:
         """The body for one entry, or None when this webhook gets nothing for it."""
-        event = entry.event
-        if isinstance(event, Message) and event.role is Role.USER:  # as streams do
-            return None
-        payload = renderer((entry.seq, event), task)
+        if not entry.chunk and isinstance(entry.event, Message) and entry.event.role is Role.USER:
+            return None  # as streams do
+        payload = renderer(entry, task)
         if payload is None:
             return None
         return json_text(payload).encode()

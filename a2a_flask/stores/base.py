@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, 
 from .. import signals
 from ..protocol.errors import InvalidParamsError, StoreUnavailable
 from ..protocol.events import Event as Event  # re-exported: the stores import it from here
+from ..protocol.events import LogEntry as LogEntry  # re-exported likewise
 from ..protocol.events import apply_events
 from ..protocol.models import (
     Task,
@@ -190,12 +191,6 @@ class PushTarget:
 def is_behind(target: PushTarget, seq: int) -> bool:
     """Whether a webhook still has entries up to ``seq`` to deliver."""
     return not target.gave_up and target.delivered_seq < seq
-
-
-@dataclass
-class LogEntry:
-    seq: int
-    event: Event
 
 
 @dataclass

@@ -7,19 +7,15 @@ on any host, and by a human with ``sqlite3`` or ``redis-cli``.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, Iterator, Sequence, Type, Union, overload
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Type, Union, overload
 
 from ..protocol.codec import decode, encode
-from ..protocol.models import Message, Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig, TaskStatusUpdateEvent
+from ..protocol.jsontext import STREAM_MEMBERS, stream_response_text
+from ..protocol.models import Task, TaskPushNotificationConfig
 from .base import Event, LogEntry, PushTarget
 
 #: The kinds of event a log holds, by the StreamResponse member that names each.
-EVENT_KINDS: Dict[type, str] = {
-    Task: "task",
-    Message: "message",
-    TaskStatusUpdateEvent: "statusUpdate",
-    TaskArtifactUpdateEvent: "artifactUpdate",
-}
+EVENT_KINDS: Dict[type, str] = STREAM_MEMBERS
 EVENT_TYPES: Dict[str, Type[Any]] = {kind: cls for cls, kind in EVENT_KINDS.items()}
 
 
@@ -41,6 +37,55 @@ def event_from_body(body: Dict[str, Any]) -> Event:
 
 def load_event(text: Union[str, bytes]) -> Event:
     return event_from_body(json.loads(text))
+
+
+#: How a stored chunk begins: a StreamResponse whose one member is an artifact update.
+_CHUNK_MEMBER = "artifactUpdate"
+_CHUNK_HEAD = '{"artifactUpdate":'
+_CHUNK_HEAD_BYTES = _CHUNK_HEAD.encode()
+
+
+class StoredEntry(LogEntry):
+    """A log entry as a store read it (a StreamResponse object as JSON text, bytes of
+    it, or its parsed JSON), its event decoded when first looked at.
+
+    A 1.0 stream sends the stored text as it is (:attr:`stream_response`), and
+    whether the event is a chunk shows in its first bytes: a chunk of a stream
+    in 1.0 is never decoded.
+    """
+
+    __slots__ = ("_stored", "_decode")
+
+    def __init__(self, seq: int, stored: Any, decode: Callable[[Any], Event]) -> None:
+        super().__init__(seq, None)  # type: ignore[arg-type]  # decoded on demand
+        self._stored = stored
+        self._decode = decode
+
+    @property
+    def event(self) -> Event:
+        if self._event is None:
+            self._event = self._decode(self._stored)
+        return self._event
+
+    @property
+    def chunk(self) -> bool:
+        stored = self._stored
+        if isinstance(stored, str):
+            return stored.startswith(_CHUNK_HEAD)
+        if isinstance(stored, bytes):
+            return stored.startswith(_CHUNK_HEAD_BYTES)
+        if isinstance(stored, dict):
+            return _CHUNK_MEMBER in stored
+        return super().chunk
+
+    @property
+    def stream_response(self) -> Optional[str]:
+        stored = self._stored
+        if isinstance(stored, str):
+            return stored
+        if isinstance(stored, bytes):
+            return stored.decode("utf-8")
+        return None
 
 
 class EncodedEntries(Sequence[LogEntry]):
@@ -77,12 +122,12 @@ class EncodedEntries(Sequence[LogEntry]):
     def __getitem__(self, index: Union[int, slice]) -> Union[LogEntry, "EncodedEntries"]:
         if isinstance(index, slice):
             return EncodedEntries(self._seqs[index], self._stored[index], self._decode)
-        return LogEntry(self._seqs[index], self._decode(self._stored[index]))
+        return StoredEntry(self._seqs[index], self._stored[index], self._decode)
 
     def __iter__(self) -> Iterator[LogEntry]:
         decode = self._decode
         for seq, stored in zip(self._seqs, self._stored):
-            yield LogEntry(seq, decode(stored))
+            yield StoredEntry(seq, stored, decode)
 
     def __repr__(self) -> str:
         return f"EncodedEntries({len(self)} entries from seq {self._seqs[0] if self else None})"
@@ -97,7 +142,8 @@ def encoded_entries(rows: Sequence[Sequence[Any]],
 
 
 def dump_event(event: Event) -> str:
-    return dumps(event_body(event))
+    """An event as the JSON text of a StreamResponse (what :func:`event_body` holds)."""
+    return stream_response_text(event)
 
 
 def dump_task(task: Task) -> str:

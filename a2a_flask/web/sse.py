@@ -110,7 +110,7 @@ def _body(items: Iterable[ServedItem], render: Callable[[Any], Optional[Any]],
             elif item is not None:
                 data = render(item)
                 if data is not None:
-                    pending.append(frame(data, item[0]))
+                    pending.append(frame(data, item.seq))
                     if len(pending) >= MAX_BATCH:  # a long backlog: bounded writes
                         opened = True
                         yield b"".join(pending)
