@@ -506,7 +506,7 @@ def chunk_streamer(ctx):
     return None
 
 
-@pytest.mark.parametrize("store_url", ["sqlite", "redis"], indirect=True)
+@pytest.mark.parametrize("store_url", ["shelve", "sqlite", "redis"], indirect=True)
 def test_a_stream_in_1_0_sends_stored_chunks_without_decoding_them(make_app, store_url,
                                                                     monkeypatch):
     """A store that keeps each event as a StreamResponse's JSON text hands it out

@@ -282,9 +282,13 @@ def test_a_compaction_that_fails_leaves_the_log_and_the_index_as_they_were(tmp_p
 
 def test_a_log_compacted_by_an_earlier_development_version_is_read_and_compacted(tmp_path):
     """0.2 development versions compacted a task into one record holding its meta,
-    snapshot ("ss") and events; such a file must read, append and compact alike."""
+    snapshot ("ss") and events, each event as parsed JSON (not as its text); such a
+    file must read, append and compact alike."""
     from a2a_flask.protocol.codec import encode
-    from a2a_flask.stores.serial import dumps, event_body
+    from a2a_flask.stores.serial import dump_event, dumps
+
+    def event_body(event):
+        return json.loads(dump_event(event))
 
     path = str(tmp_path / "tasks")
     task = make_task("old", S.WORKING, second=2)

@@ -23,20 +23,17 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def event_body(event: Event) -> Dict[str, Any]:
-    """An event as a JSON object (a StreamResponse: its kind names its one member)."""
-    return {EVENT_KINDS[type(event)]: encode(event)}
-
-
 def event_from_body(body: Dict[str, Any]) -> Event:
-    """The inverse of :func:`event_body`."""
+    """An event from its StreamResponse as parsed JSON (its kind names its one member)."""
     ((kind, value),) = body.items()
     event: Event = decode(EVENT_TYPES[kind], value)
     return event
 
 
-def load_event(text: Union[str, bytes]) -> Event:
-    return event_from_body(json.loads(text))
+def load_event(stored: Union[str, bytes, Dict[str, Any]]) -> Event:
+    """An event as a store keeps it: the JSON text of its StreamResponse (or that
+    JSON parsed, as shelve files of 0.2's development kept it)."""
+    return event_from_body(stored if isinstance(stored, dict) else json.loads(stored))
 
 
 #: How a stored chunk begins: a StreamResponse whose one member is an artifact update.
@@ -142,7 +139,7 @@ def encoded_entries(rows: Sequence[Sequence[Any]],
 
 
 def dump_event(event: Event) -> str:
-    """An event as the JSON text of a StreamResponse (what :func:`event_body` holds)."""
+    """An event as the JSON text of its StreamResponse (what :func:`load_event` reads)."""
     return stream_response_text(event)
 
 

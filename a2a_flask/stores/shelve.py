@@ -2,7 +2,8 @@
 
 The file is an append-only log of checksummed JSON records
 (:mod:`~a2a_flask.stores.recordlog`): a task's creation or append is one
-record holding its new events, and its new snapshot when
+record holding its new events (each the JSON text of its StreamResponse, a
+string inside the record, which a 1.0 stream sends as it is), and its new snapshot when
 :func:`~.base.snapshot_due` says so (a streamed chunk is logged alone, so an
 event costs the same at any task length; a load folds the events logged
 since the last snapshot).  A record is all there or not at all.  Each process keeps an index in memory (where each task's
@@ -59,7 +60,7 @@ from .base import (
     snapshot_due,
 )
 from .recordlog import Flusher, LockTimeout, RecordLog, Rewrite
-from .serial import dumps, encoded_entries, event_body, event_from_body
+from .serial import dump_event, dumps, encoded_entries, load_event
 
 #: How often a waiter looks for writes made by other processes (seconds).
 POLL_INTERVAL = 0.05
@@ -278,8 +279,8 @@ class ShelveStore(TaskStore):
         """The record of a task: its snapshot with the events logged since folded in."""
         (tenant, owner, dialect, created_at, seq, snap_seq), snapshot, tail = found
         task = decode(Task, json.loads(snapshot)["task"])
-        later = (event_from_body(body) for payload in tail
-                 for event_seq, body in json.loads(payload)["ev"] if event_seq > snap_seq)
+        later = (load_event(stored) for payload in tail
+                 for event_seq, stored in json.loads(payload)["ev"] if event_seq > snap_seq)
         return TaskRecord(fold(task, later), seq, tenant, owner, dialect, created_at)
 
     def _snapshot_of(self, task_id: str) -> Optional["_Found"]:
@@ -300,7 +301,7 @@ class ShelveStore(TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], None]:
             if task.id in self._tasks:
                 raise SequenceConflict(task.id)
-            rec = _task_record(record, [(record.seq, event_body(first_event))],
+            rec = _task_record(record, [(record.seq, dump_event(first_event))],
                                record.created_at)
             rec["meta"] = [record.tenant, record.owner, record.dialect, record.created_at]
             return [rec], None
@@ -318,7 +319,7 @@ class ShelveStore(TaskStore):
             entry = self._tasks.get(task_id)
             if entry is None or entry.seq != expected_seq:
                 raise SequenceConflict(task_id)
-            numbered = [(expected_seq + i, event_body(e)) for i, e in enumerate(events, 1)]
+            numbered = [(expected_seq + i, dump_event(e)) for i, e in enumerate(events, 1)]
             seq = expected_seq + len(events)
             return [_task_record(record, numbered, entry.created_at,
                                  snapshot=snapshot_due(entry.snap_seq, seq, events))], seq
@@ -345,11 +346,11 @@ class ShelveStore(TaskStore):
             stop = bisect.bisect_left(entry.lasts, max(after_seq, 0) + self.read_slice) + 1
             return [self._payload(ref) for ref in entry.refs[first:stop]]
 
-        # Parsed here, made events one at a time as the reader gets to them
-        # (see EncodedEntries): a record can hold thousands.
+        # Each event is its StreamResponse's text inside the record: parsing a
+        # record makes one string per event, and the reader decodes (or a 1.0
+        # stream sends) them one at a time (see EncodedEntries).
         return encoded_entries([pair for payload in self._read(payloads)
-                                for pair in json.loads(payload)["ev"] if pair[0] > after_seq],
-                               event_from_body)
+                                for pair in json.loads(payload)["ev"] if pair[0] > after_seq])
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         def passed() -> bool:
@@ -639,7 +640,7 @@ def _read_old_shelf(path: str) -> List[Dict[str, Any]]:
             if key.startswith("t:"):
                 old: TaskRecord = shelf[key]
                 task_id = old.task.id
-                events = [(seq, event_body(shelf[f"e:{task_id}:{seq}"]))
+                events = [(seq, dump_event(shelf[f"e:{task_id}:{seq}"]))
                           for seq in range(1, old.seq + 1) if f"e:{task_id}:{seq}" in shelf]
                 rec = _task_record(old, events, old.created_at)
                 rec["meta"] = [old.tenant, old.owner, old.dialect, old.created_at]
