@@ -6,6 +6,7 @@ property tests of the codecs (text encoders, frozen tasks) run on these.
 """
 from __future__ import annotations
 
+import collections.abc
 import dataclasses
 import enum
 import typing
@@ -13,7 +14,7 @@ from typing import Any, Dict, List
 
 from hypothesis import strategies as st
 
-from a2a_flask.protocol.models import Part
+from a2a_flask.protocol.models import Part, PartList
 
 text = st.text(max_size=8)
 json_value = st.recursive(
@@ -57,6 +58,9 @@ def _of(tp: Any) -> st.SearchStrategy[Any]:
                                        if arg is not type(None)])
     if origin in (list, List):
         return st.lists(_of(typing.get_args(tp)[0]), max_size=2)
+    if origin is collections.abc.MutableSequence:  # a list, or a snapshot's PartList
+        return st.lists(_of(typing.get_args(tp)[0]), max_size=2).flatmap(
+            lambda drawn: st.sampled_from([drawn, PartList(drawn)]))
     if origin in (dict, Dict):
         return st.dictionaries(text, _of(typing.get_args(tp)[1]), max_size=2)
     if tp is Any:

@@ -1,8 +1,10 @@
 """The task engine: state machine (apply_event, check_transition), commits, runs, cancel, follow."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
+import pickle
 import threading
 import time
 from typing import List, Optional
@@ -19,6 +21,7 @@ from a2a_flask.protocol.models import (
     Artifact,
     Message,
     Part,
+    PartList,
     Role,
     Task,
     TaskArtifactUpdateEvent,
@@ -36,9 +39,12 @@ from a2a_flask.engine.runtime import (
     closes_stream,
 )
 from a2a_flask.protocol.calls import Wait
+from a2a_flask.protocol.codec import encode
 from a2a_flask.protocol.events import apply_event
+from a2a_flask.protocol.jsontext import encode_text
 from a2a_flask.stores import MemoryStore, ShelveStore
 from a2a_flask.stores.base import SequenceConflict, TaskRecord
+from a2a_flask.stores.frozen import freeze_task, thaw_task
 
 from .helpers import stream, user_message
 
@@ -168,6 +174,58 @@ def test_appended_artifact_chunks_are_merged():
     assert len(current.artifacts) == 1
     assert current.artifacts[0].artifact_id == "a"
     assert texts(current.artifacts[0].parts) == ["Hel", "lo, ", "world"]
+
+
+def test_a_snapshot_keeps_appended_plain_text_parts_as_their_text():
+    """A long stream's parts stay in its task's snapshot while it runs: plain text
+    parts (text and nothing else) are kept as strings, which Python's collector
+    does not walk, so no part object of theirs stays alive."""
+    import gc
+
+    def parts_alive() -> int:
+        return sum(type(thing) is Part for thing in gc.get_objects())
+
+    gc.collect()
+    before = parts_alive()
+    current = task()
+    for index in range(500):
+        current = apply_event(current, chunk("a", f"c{index}", append=index > 0))
+    gc.collect()
+    assert parts_alive() == before
+    assert texts(current.artifacts[0].parts) == [f"c{index}" for index in range(500)]
+
+
+def test_a_part_list_behaves_as_a_list_of_the_parts_added():
+    rich, data = Part(text="r", metadata={"k": 1}), Part(data={"x": [1]})
+    current = task()
+    for event in (chunk("a", "one"), chunk("a", "two", append=True),
+                  TaskArtifactUpdateEvent("t1", "ctx", Artifact("a", [rich, data]), append=True)):
+        current = apply_event(current, event)
+    parts = current.artifacts[0].parts
+    as_list = [Part(text="one"), Part(text="two"), rich, data]
+    assert isinstance(parts, PartList) and len(parts) == 4
+    assert parts == as_list and as_list == parts and parts == PartList(as_list)
+    assert parts != as_list[:3] and parts != [Part(text="one", filename="f")] + as_list[1:]
+    assert parts[2] is rich and parts[0] == Part(text="one") and parts[-1] == data
+    assert parts[1:3] == [Part(text="two"), rich] and isinstance(parts[1:3], PartList)
+    assert list(parts) == as_list and Part(text="two") in parts and parts.index(data) == 3
+    assert [Part(text="zero")] + parts == [Part(text="zero")] + as_list
+    assert (parts + [Part(text="end")])[-1] == Part(text="end") and len(parts) == 4
+    changed = parts.copy()
+    changed[0] = Part(text="ONE")
+    changed.append(Part(text="five"))
+    changed += [Part(raw=b"6")]
+    changed.insert(1, Part(url="https://example.com/x"))
+    del changed[2]
+    assert texts(changed[:1]) == ["ONE"] and changed[1].url == "https://example.com/x"
+    assert changed[2:] == [rich, data, Part(text="five"), Part(raw=b"6")]
+    assert parts == as_list  # a copy changed, not the snapshot
+    assert pickle.loads(pickle.dumps(parts)) == parts and copy.deepcopy(parts) == parts
+    assert repr(parts).startswith("PartList([Part(text='one'")
+    listed = dataclasses.replace(current.artifacts[0], parts=as_list)
+    assert encode(current.artifacts[0]) == encode(listed)
+    assert encode_text(current.artifacts[0]) == encode_text(listed)
+    assert thaw_task(freeze_task(current)) == current
 
 
 def test_artifact_without_append_replaces_the_one_with_the_same_id():

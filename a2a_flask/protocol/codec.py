@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import collections.abc
 import dataclasses
 import enum
 import typing
@@ -60,6 +61,11 @@ def field_specs(cls: type) -> Tuple[_FieldSpec, ...]:
 # ------------------------------------------------------------------ encode
 
 
+#: What ``typing.get_origin`` gives for the array members of the models: ``List``,
+#: or ``MutableSequence`` where a member may hold a :class:`~.models.PartList`.
+ARRAYS = (list, collections.abc.MutableSequence)
+
+
 def encode(value: Any) -> Any:
     """A model (or list/dict of models) as JSON-ready Python values."""
     encoder = _ENCODERS.get(type(value))
@@ -89,7 +95,7 @@ def _converter(tp: Any) -> Converter:
     origin = typing.get_origin(tp)
     if origin is typing.Union:
         return _converter([a for a in typing.get_args(tp) if a is not type(None)][0])
-    if origin in (list, List):
+    if origin in ARRAYS:
         each = _converter(typing.get_args(tp)[0])
         if each is None:
             return None
@@ -236,7 +242,7 @@ def _build_decoder(tp: Any) -> Decoder:
         return _decoder([a for a in typing.get_args(tp) if a is not type(None)][0])
     if tp is Any:
         return lambda value, path, errors: value
-    if origin in (list, List):
+    if origin in ARRAYS:
         item_tp = typing.get_args(tp)[0]
 
         def decode_list(value: Any, path: str, errors: List[FieldViolation]) -> Any:

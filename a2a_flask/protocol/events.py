@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, TypeVar, Union
 
-from .models import Artifact, Message, Part, Task, TaskArtifactUpdateEvent, TaskStatusUpdateEvent
+from .models import (
+    Artifact,
+    Message,
+    Part,
+    PartList,
+    Task,
+    TaskArtifactUpdateEvent,
+    TaskStatusUpdateEvent,
+)
 
 #: What a task's event log holds.  A user ``Message`` records a turn appended to
 #: the history; streams do not show it.
@@ -121,10 +129,12 @@ def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -
     incoming = event.artifact
     for index, existing in enumerate(artifacts):
         if existing.artifact_id == incoming.artifact_id:
-            merged = (
-                _replaced(existing, parts=existing.parts + incoming.parts)
-                if event.append
-                else incoming
-            )
+            if event.append:
+                # Compact: a long stream's parts are kept while its task runs.
+                parts = PartList(existing.parts)
+                parts.extend(incoming.parts)
+                merged = _replaced(existing, parts=parts)
+            else:
+                merged = incoming
             return artifacts[:index] + [merged] + artifacts[index + 1:]
     return artifacts + [incoming]

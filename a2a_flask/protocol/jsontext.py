@@ -17,9 +17,9 @@ import dataclasses
 import enum
 import json
 import typing
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set
+from typing import Any, Callable, Dict, Iterable, Optional, Set
 
-from .codec import _converter, field_specs, written_if
+from .codec import ARRAYS, _converter, field_specs, written_if
 from .models import (
     UNSET,
     Message,
@@ -148,7 +148,7 @@ def _writer(tp: Any) -> Callable[[Any], str]:
         return {member: _quote(member.value) for member in tp}.__getitem__
     if tp is bytes:
         return lambda raw: '"' + base64.b64encode(raw).decode("ascii") + '"'
-    if origin in (list, List):
+    if origin in ARRAYS:
         each = _writer(typing.get_args(tp)[0])
         return lambda values: "[" + ",".join([each(value) for value in values]) + "]"
     convert = _converter(tp)

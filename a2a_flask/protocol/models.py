@@ -19,7 +19,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, MutableSequence, Optional, Tuple, Union, overload
 
 REQUIRED: Dict[str, Any] = {"required": True}
 ALWAYS: Dict[str, Any] = {"always": True}
@@ -159,6 +159,109 @@ class Part:
         return self.raw is not None or self.url is not None
 
 
+def _compact(part: Part) -> Union[str, Part]:
+    """A plain text part (its text and nothing else) as its text; any other part as it is."""
+    if (type(part) is Part and part.text is not None and part.raw is None and part.url is None
+            and part.data is UNSET and not part.media_type and not part.filename
+            and part.metadata is None):
+        return part.text
+    return part
+
+
+def _expand(item: Union[str, Part]) -> Part:
+    return Part(text=item) if type(item) is str else item  # type: ignore[return-value]
+
+
+class PartList(MutableSequence[Part]):
+    """A list of parts that keeps each plain text part (text and nothing else) as its
+    string, and makes the part again when it is read.
+
+    A task's snapshot holds a streamed artifact as one part per chunk.  As
+    objects, the parts of a long stream are most of what Python's collector
+    walks on each of its full collections while the task runs, and a full
+    collection comes more often as they grow; a string is nothing the collector
+    follows, in a fraction of the memory.  Folding appended chunks into a
+    snapshot (:mod:`.events`) makes these.  It behaves as a list of parts, but
+    a part read from it is equal to the one added, not the same object: change
+    a part by assigning it.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, parts: Iterable[Part] = ()) -> None:
+        self._items: List[Union[str, Part]] = (
+            list(parts._items) if isinstance(parts, PartList) else [_compact(p) for p in parts])
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @overload
+    def __getitem__(self, index: int) -> Part: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> "PartList": ...
+
+    def __getitem__(self, index: Union[int, slice]) -> Union[Part, "PartList"]:
+        if isinstance(index, slice):
+            sliced = PartList()
+            sliced._items = self._items[index]
+            return sliced
+        return _expand(self._items[index])
+
+    def __iter__(self) -> Iterator[Part]:
+        return map(_expand, self._items)
+
+    @overload
+    def __setitem__(self, index: int, value: Part) -> None: ...
+
+    @overload
+    def __setitem__(self, index: slice, value: Iterable[Part]) -> None: ...
+
+    def __setitem__(self, index: Union[int, slice], value: Any) -> None:
+        if isinstance(index, slice):
+            self._items[index] = [_compact(p) for p in value]
+        else:
+            self._items[index] = _compact(value)
+
+    def __delitem__(self, index: Union[int, slice]) -> None:
+        del self._items[index]
+
+    def insert(self, index: int, value: Part) -> None:
+        self._items.insert(index, _compact(value))
+
+    def extend(self, values: Iterable[Part]) -> None:
+        self._items.extend(values._items if isinstance(values, PartList)
+                           else [_compact(p) for p in values])
+
+    def __add__(self, other: Iterable[Part]) -> "PartList":
+        joined = PartList(self)
+        joined.extend(other)
+        return joined
+
+    def __radd__(self, other: Iterable[Part]) -> "PartList":
+        joined = PartList(other)
+        joined.extend(self)
+        return joined
+
+    def copy(self) -> "PartList":
+        return PartList(self)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PartList):
+            return self._items == other._items
+        if isinstance(other, (list, tuple)):
+            return self._items == [_compact(p) for p in other]
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like a list
+
+    def __repr__(self) -> str:
+        return f"PartList({list(self)!r})"
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        return (PartList, (list(self),))
+
+
 @dataclass
 class Message:
     """One turn of communication between a client and an agent."""
@@ -190,7 +293,8 @@ class Artifact:
     """An output of a task, possibly delivered in chunks."""
 
     artifact_id: str = field(default="", metadata=REQUIRED)
-    parts: List[Part] = field(default_factory=list, metadata=REQUIRED)
+    #: A list, or a :class:`PartList` in a snapshot that chunks were appended to.
+    parts: MutableSequence[Part] = field(default_factory=list, metadata=REQUIRED)
     name: str = ""
     description: str = ""
     metadata: Optional[Dict[str, Any]] = None

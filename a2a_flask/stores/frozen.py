@@ -27,6 +27,7 @@ import marshal
 import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..protocol.codec import ARRAYS
 from ..protocol.events import Event
 from ..protocol.models import UNSET, Task, TaskState
 from .base import TaskRecord
@@ -181,7 +182,7 @@ def _member(tp: Any, source: str, index: int, scope: Dict[str, Any], freezing: b
         if converted == item:
             return source
         return f"(None if ({item} := {source}) is None else {converted})"
-    if origin in (list, List) and _is_model(typing.get_args(tp)[0]):
+    if origin in ARRAYS and _is_model(typing.get_args(tp)[0]):
         element = typing.get_args(tp)[0]
         scope[convert] = _freezer(element) if freezing else _thawer(element)
         return f"[*map({convert}, {source})]"
