@@ -176,33 +176,42 @@ def test_appended_artifact_chunks_are_merged():
     assert texts(current.artifacts[0].parts) == ["Hel", "lo, ", "world"]
 
 
-def test_a_snapshot_keeps_appended_plain_text_parts_as_their_text():
-    """A long stream's parts stay in its task's snapshot while it runs: plain text
-    parts (text and nothing else) are kept as strings, which Python's collector
-    does not walk, so no part object of theirs stays alive."""
+def test_a_long_streams_snapshot_keeps_plain_text_parts_as_their_text():
+    """A long stream's parts stay in its task's snapshot while it runs: past
+    COMPACT_PARTS, plain text parts (text and nothing else) are kept as strings,
+    which Python's collector does not walk, so no part object of theirs stays
+    alive.  A short artifact keeps a list."""
     import gc
+
+    from a2a_flask.protocol.events import COMPACT_PARTS, apply_events
 
     def parts_alive() -> int:
         return sum(type(thing) is Part for thing in gc.get_objects())
 
+    count = COMPACT_PARTS + 100
     gc.collect()
     before = parts_alive()
-    current = task()
-    for index in range(500):
+    start = current = task()
+    for index in range(count):
         current = apply_event(current, chunk("a", f"c{index}", append=index > 0))
+        if index + 1 == COMPACT_PARTS:
+            assert type(current.artifacts[0].parts) is list
+    assert isinstance(current.artifacts[0].parts, PartList)
     gc.collect()
     assert parts_alive() == before
-    assert texts(current.artifacts[0].parts) == [f"c{index}" for index in range(500)]
+    assert texts(current.artifacts[0].parts) == [f"c{index}" for index in range(count)]
+    events = [chunk("a", f"c{index}", append=index > 0) for index in range(count)]
+    assert apply_events(start, events) == current
 
 
 def test_a_part_list_behaves_as_a_list_of_the_parts_added():
     rich, data = Part(text="r", metadata={"k": 1}), Part(data={"x": [1]})
-    current = task()
-    for event in (chunk("a", "one"), chunk("a", "two", append=True),
+    as_list = [Part(text="one"), Part(text="two"), rich, data]
+    current = task(artifacts=[Artifact("a", PartList(as_list[:1]))])
+    for event in (chunk("a", "two", append=True),
                   TaskArtifactUpdateEvent("t1", "ctx", Artifact("a", [rich, data]), append=True)):
         current = apply_event(current, event)
     parts = current.artifacts[0].parts
-    as_list = [Part(text="one"), Part(text="two"), rich, data]
     assert isinstance(parts, PartList) and len(parts) == 4
     assert parts == as_list and as_list == parts and parts == PartList(as_list)
     assert parts != as_list[:3] and parts != [Part(text="one", filename="f")] + as_list[1:]

@@ -7,7 +7,7 @@ store that rebuilds a snapshot from its log.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, TypeVar, Union
+from typing import Any, List, MutableSequence, Optional, Sequence, TypeVar, Union
 
 from .models import (
     Artifact,
@@ -24,6 +24,12 @@ from .models import (
 Event = Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
 
 M = TypeVar("M")
+
+#: An artifact with more parts than this keeps them in a :class:`~.models.PartList`
+#: once chunks are appended to it.  Below it, a list costs less: compacting a part and
+#: making it again when read cost more than the collector's walks over a short
+#: task's parts, which it holds for a few of them at most.
+COMPACT_PARTS = 1024
 
 
 class LogEntry:
@@ -44,7 +50,7 @@ class LogEntry:
     def chunk(self) -> bool:
         """Whether the event is an artifact chunk: it changes no status, so it ends no
         stream (a store's entry may tell without decoding its event)."""
-        return isinstance(self.event, TaskArtifactUpdateEvent)
+        return type(self._event) is TaskArtifactUpdateEvent
 
     @property
     def stream_response(self) -> Optional[str]:
@@ -130,10 +136,14 @@ def _merge_artifact(artifacts: List[Artifact], event: TaskArtifactUpdateEvent) -
     for index, existing in enumerate(artifacts):
         if existing.artifact_id == incoming.artifact_id:
             if event.append:
-                # Compact: a long stream's parts are kept while its task runs.
-                parts = PartList(existing.parts)
-                parts.extend(incoming.parts)
-                merged = _replaced(existing, parts=parts)
+                parts = existing.parts
+                joined: MutableSequence[Part]
+                if isinstance(parts, PartList) or len(parts) + len(incoming.parts) > COMPACT_PARTS:
+                    joined = PartList(parts)  # a long stream's parts, kept while its task runs
+                    joined.extend(incoming.parts)
+                else:
+                    joined = [*parts, *incoming.parts]
+                merged = _replaced(existing, parts=joined)
             else:
                 merged = incoming
             return artifacts[:index] + [merged] + artifacts[index + 1:]

@@ -19,7 +19,18 @@ import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Dict, Iterable, Iterator, List, MutableSequence, Optional, Tuple, Union, overload
+from typing import (
+    Any,
+    Dict,
+    Iterable,
+    Iterator,
+    List,
+    MutableSequence,
+    Optional,
+    Tuple,
+    Union,
+    overload,
+)
 
 REQUIRED: Dict[str, Any] = {"required": True}
 ALWAYS: Dict[str, Any] = {"always": True}
@@ -169,7 +180,7 @@ def _compact(part: Part) -> Union[str, Part]:
 
 
 def _expand(item: Union[str, Part]) -> Part:
-    return Part(text=item) if type(item) is str else item  # type: ignore[return-value]
+    return Part(text=item) if isinstance(item, str) else item
 
 
 class PartList(MutableSequence[Part]):

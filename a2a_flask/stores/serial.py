@@ -2,7 +2,8 @@
 
 JSON in the 1.0 wire shape (an event is a StreamResponse object), so that a
 store file or a Redis database can be read by any version of this library,
-on any host, and by a human with ``sqlite3`` or ``redis-cli``.
+on any host, and by a human with ``sqlite3`` or ``redis-cli``; and so that a
+1.0 stream sends a stored event's text as it is (:class:`StoredEntry`).
 """
 from __future__ import annotations
 
