@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Type, Unio
 
 from ..protocol.codec import decode, encode
 from ..protocol.jsontext import STREAM_MEMBERS, stream_response_text
-from ..protocol.models import Task, TaskPushNotificationConfig
+from ..protocol.models import Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig
 from .base import Event, LogEntry, PushTarget
 
 #: The kinds of event a log holds, by the StreamResponse member that names each.
@@ -74,7 +74,7 @@ class StoredEntry(LogEntry):
             return stored.startswith(_CHUNK_HEAD_BYTES)
         if isinstance(stored, dict):
             return _CHUNK_MEMBER in stored
-        return super().chunk
+        return type(self.event) is TaskArtifactUpdateEvent  # a stored form of another kind
 
     @property
     def stream_response(self) -> Optional[str]:
