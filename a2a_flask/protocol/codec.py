@@ -14,10 +14,10 @@ import collections.abc
 import dataclasses
 import enum
 import typing
-from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Type, TypeVar
 
 from .errors import FieldViolation, InvalidParamsError
-from .models import UNSET, Part
+from .models import UNSET, Part, PartList
 
 T = TypeVar("T")
 
@@ -96,6 +96,8 @@ def _converter(tp: Any) -> Converter:
     if origin is typing.Union:
         return _converter([a for a in typing.get_args(tp) if a is not type(None)][0])
     if origin in ARRAYS:
+        if typing.get_args(tp)[0] is Part:
+            return _encode_parts
         each = _converter(typing.get_args(tp)[0])
         if each is None:
             return None
@@ -188,6 +190,14 @@ def _encode_part(part: Part) -> Dict[str, Any]:
 
 
 _ENCODERS[Part] = _encode_part
+
+
+def _encode_parts(parts: Iterable[Part]) -> List[Dict[str, Any]]:
+    """A list of parts; a :class:`PartList`'s plain text parts straight from their text."""
+    if type(parts) is PartList:
+        return [{"text": item} if isinstance(item, str) else _encode_part(item)
+                for item in parts.compacted()]
+    return [_encode_part(part) for part in parts]
 
 
 # ------------------------------------------------------------------ decode

@@ -24,6 +24,7 @@ from .models import (
     UNSET,
     Message,
     Part,
+    PartList,
     Task,
     TaskArtifactUpdateEvent,
     TaskStatusUpdateEvent,
@@ -148,6 +149,8 @@ def _writer(tp: Any) -> Callable[[Any], str]:
         return {member: _quote(member.value) for member in tp}.__getitem__
     if tp is bytes:
         return lambda raw: '"' + base64.b64encode(raw).decode("ascii") + '"'
+    if origin in ARRAYS and typing.get_args(tp)[0] is Part:
+        return _parts_text
     if origin in ARRAYS:
         each = _writer(typing.get_args(tp)[0])
         return lambda values: "[" + ",".join([each(value) for value in values]) + "]"
@@ -182,6 +185,17 @@ def _part_text(part: Part) -> str:
 
 
 _TEXT_ENCODERS[Part] = _part_text
+
+
+def _parts_text(parts: Iterable[Part]) -> str:
+    """A list of parts as text; a :class:`PartList`'s plain text parts straight from
+    their text (a long stream's snapshot holds one per chunk)."""
+    if type(parts) is PartList:
+        texts = [('{"text":' + _quote(item) + "}") if isinstance(item, str) else _part_text(item)
+                 for item in parts.compacted()]
+    else:
+        texts = [_part_text(part) for part in parts]
+    return "[" + ",".join(texts) + "]"
 
 
 __all__ = ["JSONText", "json_text", "encode_text", "stream_response_text", "STREAM_MEMBERS"]

@@ -257,6 +257,12 @@ class PartList(MutableSequence[Part]):
     def copy(self) -> "PartList":
         return PartList(self)
 
+    def compacted(self) -> List[Union[str, Part]]:
+        """The parts as this list keeps them: each plain text part as its text, any
+        other part as itself (for encoders, which need not make the parts again).
+        Do not change it."""
+        return self._items
+
     def __eq__(self, other: object) -> bool:
         if isinstance(other, PartList):
             return self._items == other._items
