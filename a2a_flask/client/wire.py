@@ -16,6 +16,7 @@ from typing import Any, Dict, Tuple, Type, TypeVar, Union
 
 from ..protocol import codec
 from ..protocol import models as m
+from ..protocol.events import STREAM_EVENTS
 from .errors import InvalidAgentResponseError
 
 T = TypeVar("T")
@@ -41,18 +42,10 @@ def decode_model(cls: Type[T], value: Any, what: str = "", response: Any = None)
 
 # ------------------------------------------------------------------ 1.0
 
-_EVENT_TYPES: Dict[str, type] = {
-    "task": m.Task,
-    "message": m.Message,
-    "statusUpdate": m.TaskStatusUpdateEvent,
-    "artifactUpdate": m.TaskArtifactUpdateEvent,
-}
-
-
 def event_from_v1(body: Any, response: Any = None) -> Event:
     """A 1.0 StreamResponse or SendMessageResponse (``{"task": ...}`` etc.) as a model."""
     if isinstance(body, dict):
-        for key, cls in _EVENT_TYPES.items():
+        for key, cls in STREAM_EVENTS.items():
             if isinstance(body.get(key), dict):
                 return decode_model(cls, body[key], key, response)
         # Tolerate agents that send the object bare.

@@ -7,7 +7,7 @@ store that rebuilds a snapshot from its log.
 """
 from __future__ import annotations
 
-from typing import Any, List, MutableSequence, Optional, Sequence, TypeVar, Union
+from typing import Any, Dict, List, MutableSequence, Optional, Sequence, TypeVar, Union
 
 from .models import (
     Artifact,
@@ -22,6 +22,16 @@ from .models import (
 #: What a task's event log holds.  A user ``Message`` records a turn appended to
 #: the history; streams do not show it.
 Event = Union[Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent]
+
+#: The member of a 1.0 StreamResponse object that holds each kind of event, and the
+#: kind of event each member holds.
+STREAM_MEMBERS: Dict[type, str] = {
+    Task: "task",
+    Message: "message",
+    TaskStatusUpdateEvent: "statusUpdate",
+    TaskArtifactUpdateEvent: "artifactUpdate",
+}
+STREAM_EVENTS: Dict[str, type] = {member: cls for cls, member in STREAM_MEMBERS.items()}
 
 M = TypeVar("M")
 

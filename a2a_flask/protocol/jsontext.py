@@ -20,15 +20,8 @@ import typing
 from typing import Any, Callable, Dict, Iterable, Optional, Set
 
 from .codec import ARRAYS, _converter, field_specs, written_if
-from .models import (
-    UNSET,
-    Message,
-    Part,
-    PartList,
-    Task,
-    TaskArtifactUpdateEvent,
-    TaskStatusUpdateEvent,
-)
+from .events import STREAM_MEMBERS
+from .models import UNSET, Part, PartList
 
 #: One encoder for every body and event (``json.dumps`` with options builds one per call).
 #: No circular check: our values are trees built per answer (a cycle in an agent's own
@@ -80,13 +73,6 @@ def encode_text(model: Any) -> JSONText:
     return JSONText(_text_encoder(type(model))(model))
 
 
-#: The member of a 1.0 StreamResponse object that holds each kind of event.
-STREAM_MEMBERS: Dict[type, str] = {
-    Task: "task",
-    Message: "message",
-    TaskStatusUpdateEvent: "statusUpdate",
-    TaskArtifactUpdateEvent: "artifactUpdate",
-}
 _STREAM_HEADS = {cls: "{" + _quote(member) + ":" for cls, member in STREAM_MEMBERS.items()}
 
 
@@ -149,9 +135,9 @@ def _writer(tp: Any) -> Callable[[Any], str]:
         return {member: _quote(member.value) for member in tp}.__getitem__
     if tp is bytes:
         return lambda raw: '"' + base64.b64encode(raw).decode("ascii") + '"'
-    if origin in ARRAYS and typing.get_args(tp)[0] is Part:
-        return _parts_text
     if origin in ARRAYS:
+        if typing.get_args(tp)[0] is Part:
+            return _parts_text
         each = _writer(typing.get_args(tp)[0])
         return lambda values: "[" + ",".join([each(value) for value in values]) + "]"
     convert = _converter(tp)
@@ -198,4 +184,4 @@ def _parts_text(parts: Iterable[Part]) -> str:
     return "[" + ",".join(texts) + "]"
 
 
-__all__ = ["JSONText", "json_text", "encode_text", "stream_response_text", "STREAM_MEMBERS"]
+__all__ = ["JSONText", "json_text", "encode_text", "stream_response_text"]

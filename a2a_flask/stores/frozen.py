@@ -28,10 +28,9 @@ import typing
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..protocol.codec import ARRAYS
-from ..protocol.events import Event
+from ..protocol.events import STREAM_EVENTS, STREAM_MEMBERS, Event
 from ..protocol.models import UNSET, Task, TaskState
 from .base import TaskRecord
-from .serial import EVENT_KINDS, EVENT_TYPES
 
 #: A model as plain values: its members in field order, models among them in turn.
 Plain = Tuple[Any, ...]
@@ -68,7 +67,7 @@ def freeze_log(events: Sequence[Event]) -> FrozenLog:
     for event in events:
         cls = type(event)
         freezer = _FREEZERS.get(cls) or _freezer(cls)
-        plain.append((EVENT_KINDS[cls], freezer(event)))
+        plain.append((STREAM_MEMBERS[cls], freezer(event)))
     return tuple(marshal.dumps(plain[at:at + SEGMENT]) for at in range(0, len(plain), SEGMENT))
 
 
@@ -80,7 +79,7 @@ def thaw_log(frozen: FrozenLog, start: int = 0, stop: Optional[int] = None) -> L
         at = index * SEGMENT
         members = marshal.loads(frozen[index])[max(start - at, 0):
                                                None if stop is None else stop - at]
-        events.extend(_thawer(EVENT_TYPES[kind])(plain) for kind, plain in members)
+        events.extend(_thawer(STREAM_EVENTS[kind])(plain) for kind, plain in members)
     return events
 
 

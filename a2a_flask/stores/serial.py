@@ -8,38 +8,31 @@ on any host, and by a human with ``sqlite3`` or ``redis-cli``; and so that a
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Type, Union, overload
+from typing import Any, Dict, Iterator, Optional, Sequence, Union, overload
 
 from ..protocol.codec import decode, encode
-from ..protocol.jsontext import STREAM_MEMBERS, stream_response_text
+from ..protocol.events import STREAM_EVENTS, STREAM_MEMBERS
+from ..protocol.jsontext import stream_response_text
 from ..protocol.models import Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig
 from .base import Event, LogEntry, PushTarget
-
-#: The kinds of event a log holds, by the StreamResponse member that names each.
-EVENT_KINDS: Dict[type, str] = STREAM_MEMBERS
-EVENT_TYPES: Dict[str, Type[Any]] = {kind: cls for cls, kind in EVENT_KINDS.items()}
 
 
 def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def event_from_body(body: Dict[str, Any]) -> Event:
-    """An event from its StreamResponse as parsed JSON (its kind names its one member)."""
-    ((kind, value),) = body.items()
-    event: Event = decode(EVENT_TYPES[kind], value)
+def load_event(stored: Union[str, bytes, Dict[str, Any]]) -> Event:
+    """An event as a store keeps it: the JSON text of its StreamResponse (or that
+    JSON parsed, as shelve files of 0.2's development kept it), whose one member
+    names its kind."""
+    ((member, value),) = (stored if isinstance(stored, dict) else json.loads(stored)).items()
+    event: Event = decode(STREAM_EVENTS[member], value)
     return event
 
 
-def load_event(stored: Union[str, bytes, Dict[str, Any]]) -> Event:
-    """An event as a store keeps it: the JSON text of its StreamResponse (or that
-    JSON parsed, as shelve files of 0.2's development kept it)."""
-    return event_from_body(stored if isinstance(stored, dict) else json.loads(stored))
-
-
 #: How a stored chunk begins: a StreamResponse whose one member is an artifact update.
-_CHUNK_MEMBER = "artifactUpdate"
-_CHUNK_HEAD = '{"artifactUpdate":'
+_CHUNK_MEMBER = STREAM_MEMBERS[TaskArtifactUpdateEvent]
+_CHUNK_HEAD = "{" + json.dumps(_CHUNK_MEMBER) + ":"
 _CHUNK_HEAD_BYTES = _CHUNK_HEAD.encode()
 
 
@@ -52,17 +45,16 @@ class StoredEntry(LogEntry):
     in 1.0 is never decoded.
     """
 
-    __slots__ = ("_stored", "_decode")
+    __slots__ = ("_stored",)
 
-    def __init__(self, seq: int, stored: Any, decode: Callable[[Any], Event]) -> None:
+    def __init__(self, seq: int, stored: Any) -> None:
         super().__init__(seq, None)  # type: ignore[arg-type]  # decoded on demand
         self._stored = stored
-        self._decode = decode
 
     @property
     def event(self) -> Event:
         if self._event is None:
-            self._event = self._decode(self._stored)
+            self._event = load_event(self._stored)
         return self._event
 
     @property
@@ -100,13 +92,11 @@ class EncodedEntries(Sequence[LogEntry]):
     collector follows.  Reads that find nothing return a plain empty list.
     """
 
-    __slots__ = ("_seqs", "_stored", "_decode")
+    __slots__ = ("_seqs", "_stored")
 
-    def __init__(self, seqs: Sequence[int], stored: Sequence[Any],
-                 decode: Callable[[Any], Event] = load_event) -> None:
+    def __init__(self, seqs: Sequence[int], stored: Sequence[Any]) -> None:
         self._seqs = seqs
         self._stored = stored
-        self._decode = decode
 
     def __len__(self) -> int:
         return len(self._stored)
@@ -119,24 +109,22 @@ class EncodedEntries(Sequence[LogEntry]):
 
     def __getitem__(self, index: Union[int, slice]) -> Union[LogEntry, "EncodedEntries"]:
         if isinstance(index, slice):
-            return EncodedEntries(self._seqs[index], self._stored[index], self._decode)
-        return StoredEntry(self._seqs[index], self._stored[index], self._decode)
+            return EncodedEntries(self._seqs[index], self._stored[index])
+        return StoredEntry(self._seqs[index], self._stored[index])
 
     def __iter__(self) -> Iterator[LogEntry]:
-        decode = self._decode
         for seq, stored in zip(self._seqs, self._stored):
-            yield StoredEntry(seq, stored, decode)
+            yield StoredEntry(seq, stored)
 
     def __repr__(self) -> str:
         return f"EncodedEntries({len(self)} entries from seq {self._seqs[0] if self else None})"
 
 
-def encoded_entries(rows: Sequence[Sequence[Any]],
-                    decode: Callable[[Any], Event] = load_event) -> Sequence[LogEntry]:
+def encoded_entries(rows: Sequence[Sequence[Any]]) -> Sequence[LogEntry]:
     """:class:`EncodedEntries` of ``(seq, stored event)`` rows, or ``[]`` for none."""
     if not rows:
         return []
-    return EncodedEntries([row[0] for row in rows], [row[1] for row in rows], decode)
+    return EncodedEntries([row[0] for row in rows], [row[1] for row in rows])
 
 
 def dump_event(event: Event) -> str:
