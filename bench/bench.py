@@ -9,6 +9,9 @@ One run starts one gunicorn (pinned to ``--server-cpu``, default CPU 0) serving
 * blocking SendMessage requests/s vs a bare Flask JSON route, per concurrency;
 * SSE events/s of a 100-chunk SendStreamingMessage vs a bare Flask SSE route;
 * time to first SSE event of SendStreamingMessage vs the bare SSE route;
+* SendMessage and the 100-chunk stream against the official a2a-sdk server
+  (``sdk_peer.py``: one uvicorn process pinned to the same CPU), where it is
+  installed (the test extra);
 * optionally (``--held-ceiling``) bare idle Flask streams on a separate fresh
   worker, and (``--wrk``) each route measured by ``wrk`` right before this
   generator, as a check that the Python load generator is not the bottleneck.
@@ -20,6 +23,7 @@ closed at the end, even on error.  See README.rst for how to read the output.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import math
@@ -35,7 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import (Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
                     Union)
@@ -62,7 +66,8 @@ TARGET_HELD_STREAMS = 10_000
 TARGET_HELD_RATIO = 1.0
 TARGET_FIRST_EVENT_MS = 0.8
 
-PHASES = ("held", "json", "sse", "ttfe", "wrk")
+PHASES = ("held", "json", "sse", "ttfe", "peer", "wrk")
+DEFAULT_PHASES = "held,json,sse,ttfe,peer"
 #: The servers' garbage-collector setting (``--gc-full-every``), reported with the results.
 GC_SETTING = "FLASK_A2A_GC_FULL_EVERY"
 
@@ -124,7 +129,8 @@ def parse_args(argv: Optional[List[str]] = None) -> Config:
     p.add_argument("--hold-seconds", type=float, default=3.0, help="how long streams stay held")
     p.add_argument("--connect-concurrency", type=int, default=200, help="streams opened at once")
     p.add_argument("--phase-timeout", type=float, default=300.0, help="upper bound for the held phase")
-    p.add_argument("--phases", default="held,json,sse,ttfe", help=f"subset of {','.join(PHASES)}")
+    p.add_argument("--phases", help=f"subset of {','.join(PHASES)} (default: {DEFAULT_PHASES}; "
+                                    "peer only where a2a-sdk[http-server] and uvicorn are installed)")
     p.add_argument("--wrk", action="store_true", help="also cross-check request rates with wrk")
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
@@ -140,12 +146,18 @@ def parse_args(argv: Optional[List[str]] = None) -> Config:
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the results as JSON")
     p.add_argument("--quiet", action="store_true", help="print only the final table")
     a = p.parse_args(argv)
-    phases = [x.strip() for x in a.phases.split(",") if x.strip()]
+    phases = [x.strip() for x in (a.phases or DEFAULT_PHASES).split(",") if x.strip()]
     if a.wrk and "wrk" not in phases:
         phases.append("wrk")
     unknown = set(phases) - set(PHASES)
     if unknown:
         p.error(f"unknown phase(s): {', '.join(sorted(unknown))}")
+    if "peer" in phases and not peer_installed():
+        if a.phases:
+            p.error("the peer phase needs the official SDK's server: "
+                    "pip install 'a2a-sdk[http-server]' uvicorn (or this package's test extra)")
+        phases.remove("peer")
+        say("a2a-sdk[http-server] or uvicorn is not installed: the peer phase is skipped")
     if a.duration <= 0 or a.repeat < 1 or a.streams < 1 or a.chunks < 1:
         p.error("--duration, --repeat, --streams and --chunks must be positive")
     if a.gc_full_every is not None:
@@ -266,14 +278,19 @@ class BenchServer:
     time is measured apart from the workers' and not counted as noise.
     """
 
+    #: Whether ``POST /bench/forget`` empties its store before each run.
+    forgets = True
+    #: Names its log file.
+    kind = "gunicorn"
+
     def __init__(self, cpu: Union[int, str], worker_connections: int, chunks: int, *,
                  workers: int = 1, store: str = "memory://") -> None:
         self.port = free_port()
         self.workers = workers
-        self.log_file = tempfile.NamedTemporaryFile(prefix="a2a-bench-gunicorn-", suffix=".log",
-                                                    delete=False)
+        self.log_file = tempfile.NamedTemporaryFile(prefix=f"a2a-bench-{self.kind}-",
+                                                    suffix=".log", delete=False)
         env = {**os.environ, "BENCH_CHUNKS": str(chunks), "PYTHONUNBUFFERED": "1",
-               "FLASK_A2A_STORE": store}
+               "FLASK_A2A_STORE": store, "BENCH_PORT": str(self.port)}
         self.proc = subprocess.Popen(self.command(cpu, worker_connections), cwd=ROOT, env=env,
                                      stdout=self.log_file, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -309,24 +326,25 @@ class BenchServer:
         if _gunicorn_has_flag("--no-control-socket"):
             cmd.append("--no-control-socket")
         cmd.append("bench_app:app")
-        if shutil.which("taskset"):
-            return ["taskset", "-c", str(cpu), *cmd]
-        say("warning: taskset not found; the server is not pinned")
-        return cmd
+        return pinned(cpu, cmd)
+
+    def serving_pids(self) -> List[int]:
+        """The processes that answer requests, once all of them exist (else none)."""
+        workers = children_of(self.proc.pid)
+        return sorted(workers) if len(workers) == self.workers else []
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until the card answers and all ``workers`` worker processes exist."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError("gunicorn exited:\n" + self.log_tail())
+                raise RuntimeError(f"{self.kind} exited:\n" + self.log_tail())
             if self._card_ok():
-                workers = children_of(self.proc.pid)
-                if len(workers) == self.workers:
-                    self.worker_pids = sorted(workers)
+                self.worker_pids = self.serving_pids()
+                if self.worker_pids:
                     return
             gevent.sleep(0.1)
-        raise RuntimeError("gunicorn did not become ready:\n" + self.log_tail())
+        raise RuntimeError(f"{self.kind} did not become ready:\n" + self.log_tail())
 
     def _card_ok(self) -> bool:
         try:
@@ -367,9 +385,46 @@ class BenchServer:
                     continue
         self.log_file.close()
         if self.keep_log:
-            say(f"gunicorn log kept at {self.log_file.name}")
+            say(f"{self.kind} log kept at {self.log_file.name}")
         else:
             os.unlink(self.log_file.name)
+
+
+def pinned(cpu: Union[int, str], cmd: List[str]) -> List[str]:
+    """``cmd`` run on the CPUs ``cpu`` names (a taskset list), where taskset exists."""
+    if shutil.which("taskset"):
+        return ["taskset", "-c", str(cpu), *cmd]
+    say("warning: taskset not found; the server is not pinned")
+    return cmd
+
+
+class PeerServer(BenchServer):
+    """The official a2a-sdk server (``sdk_peer.py``): one uvicorn process on 127.0.0.1,
+    pinned like the gunicorn worker, its in-memory store keeping every task as it
+    comes (it has no ``/bench/forget``)."""
+
+    forgets = False
+    kind = "uvicorn"
+
+    def __init__(self, cpu: Union[int, str], chunks: int) -> None:
+        super().__init__(cpu, 0, chunks)
+
+    def command(self, cpu: Union[int, str], worker_connections: int) -> List[str]:
+        return pinned(cpu, [sys.executable, "-m", "uvicorn", "--app-dir", str(BENCH_DIR),
+                            "--host", HOST, "--port", str(self.port), "--backlog", "4096",
+                            "--no-access-log", "--log-level", "warning", "sdk_peer:app"])
+
+    def serving_pids(self) -> List[int]:
+        return [self.proc.pid]  # taskset execs uvicorn: one process, this one
+
+
+def peer_installed() -> bool:
+    """Whether the official SDK's server and uvicorn can be imported (the test extra)."""
+    try:
+        return all(importlib.util.find_spec(name) is not None
+                   for name in ("a2a.server", "starlette", "sse_starlette", "uvicorn"))
+    except ImportError:  # no ``a2a`` package at all
+        return False
 
 
 _FLAG_CACHE: Dict[str, bool] = {}
@@ -762,7 +817,7 @@ def percentile(sorted_values: List[float], pct: float) -> float:
 def prepare_run(server: BenchServer, cfg: Config) -> None:
     """Before a run: drop finished tasks and collect garbage in the worker (unless --keep-tasks),
     then wait (bounded) for the machine to be quiet."""
-    if not cfg.keep_tasks:
+    if server.forgets and not cfg.keep_tasks:
         rpc_call(server.port, "/bench/forget", b"{}")
     wait_for_quiet(server, cfg)
 
@@ -823,22 +878,28 @@ class Comparison:
 
 
 def compare(server: BenchServer, cfg: Config, measure_name: str, unit: str,
-            a2a: Scenario, ceiling: Scenario, concurrency: int) -> Comparison:
-    """Warm both scenarios, then alternate A2A and ceiling runs ``repeat`` times."""
+            a2a: Scenario, ceiling: Scenario, concurrency: int,
+            ceiling_server: Optional[BenchServer] = None,
+            ceiling_name: str = "ceiling") -> Comparison:
+    """Warm both scenarios, then alternate A2A and ceiling runs ``repeat`` times (the
+    ceiling on ``ceiling_server`` when it has one of its own)."""
+    other = ceiling_server or server
     say(f"  {measure_name} c={concurrency}: warm-up {cfg.warmup:.1f}s each")
     if cfg.warmup > 0:
         prepare_run(server, cfg)
         measure(server, a2a, concurrency, cfg.warmup)
-        measure(server, ceiling, concurrency, cfg.warmup)
+        prepare_run(other, cfg)
+        measure(other, ceiling, concurrency, cfg.warmup)
     result = Comparison(measure_name, unit, concurrency, a2a.label, ceiling.label, [], [])
     for index in range(cfg.repeat):
         for attempt in range(1 + cfg.noise_retries):
             prepare_run(server, cfg)
             a = measure(server, a2a, concurrency, cfg.duration)
-            prepare_run(server, cfg)
-            c = measure(server, ceiling, concurrency, cfg.duration)
+            prepare_run(other, cfg)
+            c = measure(other, ceiling, concurrency, cfg.duration)
             noisy = max(a.other_cpu + a.steal, c.other_cpu + c.steal) > cfg.max_other_cpu
-            say(f"    run {index + 1}/{cfg.repeat}: a2a {_brief(a, unit)} | ceiling {_brief(c, unit)}"
+            say(f"    run {index + 1}/{cfg.repeat}: a2a {_brief(a, unit)} | "
+                f"{ceiling_name} {_brief(c, unit)}"
                 + ("  [noisy: repeated]" if noisy and attempt < cfg.noise_retries else ""))
             if not noisy:
                 break
@@ -860,6 +921,31 @@ def throughput_phase(server: BenchServer, cfg: Config, kind: str) -> List[Compar
                 for c in cfg.concurrency]
     return [compare(server, cfg, "SSE events", "events/s", sc["stream"], sc["bare_sse"], c)
             for c in cfg.sse_concurrency]
+
+
+# ====================================================================== phase: peer
+
+
+def peer_phase(server: BenchServer, cfg: Config) -> List[Comparison]:
+    """SendMessage and the 100-chunk stream, a2a_flask against the official a2a-sdk
+    server (``sdk_peer.py`` under uvicorn, on the same CPU), runs alternating."""
+    sc = scenarios(cfg.chunks)
+    peer = PeerServer(cfg.server_cpu, cfg.chunks)
+    try:
+        peer.wait_ready()
+        say(f"  a2a-sdk server pid {peer.worker_pid} on CPUs {peer.worker_affinity()}, "
+            f"port {peer.port}")
+        plan = ([("SendMessage", "req/s", sc["send"], c) for c in cfg.concurrency]
+                + [("SSE events", "events/s", sc["stream"], c) for c in cfg.sse_concurrency])
+        return [compare(server, cfg, measure_name, unit, scenario,
+                        replace(scenario, label="a2a-sdk " + scenario.label), c,
+                        ceiling_server=peer, ceiling_name="a2a-sdk")
+                for measure_name, unit, scenario, c in plan]
+    except BaseException:
+        peer.keep_log = True
+        raise
+    finally:
+        peer.stop()
 
 
 # ====================================================================== phase: first event
@@ -1293,7 +1379,17 @@ def environment(server: Optional[BenchServer], cfg: Config, client_cpus: List[in
         "server_cpus": server.worker_affinity() if server else [],
         "client_cpus": client_cpus, "nofile": list(resource.getrlimit(resource.RLIMIT_NOFILE)),
         "gc_full_every": os.environ.get(GC_SETTING) or "0 (Python's own)",
+        "a2a_sdk": _version_or_none("a2a-sdk"), "uvicorn": _version_or_none("uvicorn"),
     }
+
+
+def _version_or_none(distribution: str) -> Optional[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return None
 
 
 @dataclass
@@ -1304,6 +1400,8 @@ class Results:
     held: Optional[HeldResult] = None
     held_ceiling: Optional[HeldResult] = None
     wrk: List[WrkCheck] = field(default_factory=list)
+    #: a2a_flask against the official a2a-sdk server (the "ceiling" side of each).
+    peer: List[Comparison] = field(default_factory=list)
     worker_rss_kib: Dict[str, int] = field(default_factory=dict)
 
     def rows(self) -> List[Row]:
@@ -1329,9 +1427,25 @@ def print_report(results: Results) -> None:
         print(cpu_table(results.comparisons))
         print()
         print(cost_table(results.comparisons))
+    if results.peer:
+        print()
+        print(peer_table(results.peer, results.env))
     if results.wrk:
         print()
         print(wrk_table(results.wrk))
+
+
+def peer_table(comparisons: List[Comparison], env: Dict[str, Any]) -> str:
+    """a2a_flask against the official a2a-sdk server: rates, how many times faster, and
+    the server CPU per request or event (information, no target)."""
+    rows = [(f"against a2a-sdk {env.get('a2a_sdk')} (uvicorn {env.get('uvicorn')})", "a2a_flask",
+             "a2a-sdk", "a2a_flask / sdk", "CPU a2a_flask", "CPU a2a-sdk")]
+    for c in comparisons:
+        unit = "event" if c.unit == "events/s" else "request"
+        rows.append((f"{c.measure.replace(' vs a2a-sdk', '')} c={c.concurrency} ({c.unit})",
+                     f"{c.a2a_median:,.0f}", f"{c.ceiling_median:,.0f}", f"{c.ratio:.2f}x",
+                     f"{c.a2a_cost_us:.1f} us/{unit}", f"{c.ceiling_cost_us:.1f} us/{unit}"))
+    return format_table(rows)
 
 
 def wrk_table(checks: List[WrkCheck]) -> str:
@@ -1363,6 +1477,7 @@ def to_json(results: Results, cfg: Config) -> Dict[str, Any]:
         "held_streams": asdict(results.held) if results.held else None,
         "held_streams_ceiling": asdict(results.held_ceiling) if results.held_ceiling else None,
         "wrk": [dict(asdict(w), ratio=w.ratio) for w in results.wrk],
+        "peer": [comparison(c) for c in results.peer],
         "worker_rss_kib_after_phase": results.worker_rss_kib,
         "table": [r._asdict() for r in results.rows()],
     }
@@ -1407,6 +1522,8 @@ def run_phase(phase: str, server: BenchServer, cfg: Config, results: Results) ->
         results.comparisons += throughput_phase(server, cfg, phase)
     elif phase == "ttfe":
         results.latencies = ttfe_phase(server, cfg)
+    elif phase == "peer":
+        results.peer = peer_phase(server, cfg)
     elif phase == "wrk":
         results.wrk = wrk_phase(server, cfg)
 

@@ -5,8 +5,11 @@ Each run is a new interpreter (``python -I``-like isolation is not used, so
 the installed package is what gets imported) timing, from its first line:
 the import of ``a2a_flask``, then building an agent and ``init_app`` on a new
 Flask app.  The ceiling, measured in the same run with alternating samples,
-is a fresh process that imports Flask and builds an app.  Prints medians
-over ``--runs`` processes; issue 14's target is <= 150 ms for the total.
+is a fresh process that imports Flask and builds an app.  Where the official
+a2a-sdk server is installed (the test extra), the peer is measured alike: its
+imports, then one agent's Starlette app with its card and JSON-RPC routes.
+Prints medians over ``--runs`` processes; issue 14's target is <= 150 ms for
+the total.
 Bytecode caching is on in the children (one unmeasured process of each kind
 writes the ``.pyc`` files first), as in an installed package.
 With ``--importtime`` it also lists the slowest modules
@@ -17,6 +20,7 @@ With ``--importtime`` it also lists the slowest modules
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -63,6 +67,51 @@ print(json.dumps({"total": (done - started) * 1e3}))
 """
 
 
+#: The official a2a-sdk's equivalent of AGENT (its server's imports, then an app).
+PEER = """
+import time
+started = time.perf_counter()
+from a2a.server.agent_execution import AgentExecutor
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore
+from a2a.types import AgentCapabilities, AgentCard, AgentInterface, AgentSkill
+from starlette.applications import Starlette
+imported = time.perf_counter()
+
+class Run(AgentExecutor):
+    async def execute(self, context, event_queue):
+        pass
+
+    async def cancel(self, context, event_queue):
+        pass
+
+card = AgentCard(name="Cold", description="cold start", version="1.0.0",
+                 supported_interfaces=[AgentInterface(url="http://127.0.0.1/a2a",
+                                                      protocol_binding="JSONRPC",
+                                                      protocol_version="1.0")],
+                 capabilities=AgentCapabilities(streaming=True),
+                 default_input_modes=["text/plain"], default_output_modes=["text/plain"],
+                 skills=[AgentSkill(id="s", name="s", description="s", tags=["s"])])
+handler = DefaultRequestHandler(agent_executor=Run(), task_store=InMemoryTaskStore(),
+                                agent_card=card)
+app = Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/a2a")])
+done = time.perf_counter()
+import json
+print(json.dumps({"import": (imported - started) * 1e3, "init_app": (done - imported) * 1e3,
+                  "total": (done - started) * 1e3}))
+"""
+
+
+def peer_installed() -> bool:
+    """Whether the official SDK's server can be imported here."""
+    try:
+        return all(importlib.util.find_spec(name) is not None
+                   for name in ("a2a.server", "starlette"))
+    except ImportError:
+        return False
+
+
 def child_env() -> Dict[str, str]:
     """This environment, but with bytecode caching on: a package installed by pip is
     compiled at install time, so a user's fresh process loads ``.pyc`` files.  With
@@ -101,11 +150,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     a = p.parse_args(argv)
     agent: List[Dict[str, float]] = []
     ceiling: List[Dict[str, float]] = []
+    peer: List[Dict[str, float]] = []
+    with_peer = peer_installed()
     sample(AGENT)  # unmeasured: writes the bytecode caches a pip install would have made
     sample(CEILING)
-    for _ in range(a.runs):  # alternate, so drift hits both alike
+    if with_peer:
+        sample(PEER)
+    for _ in range(a.runs):  # alternate, so drift hits all alike
         agent.append(sample(AGENT))
         ceiling.append(sample(CEILING))
+        if with_peer:
+            peer.append(sample(PEER))
     med = {key: statistics.median(s[key] for s in agent) for key in agent[0]}
     flask_total = statistics.median(s["total"] for s in ceiling)
     print(f"cold start, medians of {a.runs} fresh processes (ms):")
@@ -114,6 +169,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     print(f"  total                   {med['total']:7.1f}   target <= 150 ms: "
           f"{'PASS' if med['total'] <= 150 else 'MISS'}")
     print(f"  bare Flask app (ceiling){flask_total:7.1f}   ratio {med['total'] / flask_total:.2f}x")
+    if peer:
+        sdk = {key: statistics.median(s[key] for s in peer) for key in peer[0]}
+        print(f"  official a2a-sdk server {sdk['total']:7.1f}   (imports {sdk['import']:.1f}, "
+              f"app {sdk['init_app']:.1f}); a2a_flask takes {med['total'] / sdk['total']:.0%} of it")
+    else:
+        print("  (a2a-sdk[http-server] is not installed: the official SDK is not measured)")
     if a.importtime:
         print("slowest imports (cumulative ms):")
         for micros, name in slowest_imports(15):
