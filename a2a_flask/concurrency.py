@@ -9,9 +9,12 @@ thread.
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import os
+import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Hashable, Iterator, Optional
+from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional
 
 
 def gevent_active() -> bool:
@@ -73,32 +76,132 @@ class Worker:
     """A handle on detached work: a greenlet under gevent, a thread otherwise."""
 
     def __init__(self, target: Callable[[], Any], name: str) -> None:
-        self._greenlet: Any = None
+        self._job: Optional[_Job] = None
         self._thread: Optional[threading.Thread] = None
         if gevent_active():
-            import gevent
-
-            # A raw greenlet: gevent.spawn would also record the spawning stack
-            # (frames per call), which costs SendMessage over 10 % of its speed.
-            self._greenlet = gevent.spawn_raw(target)
+            self._job = _Job(target)
+            _greenlets().start(self._job)
         else:
             self._thread = threading.Thread(target=target, name=name, daemon=True)
             self._thread.start()
 
     def kill(self, exception: type) -> bool:
         """Raise ``exception`` inside the work if that is possible (greenlets only)."""
-        if self._greenlet is not None and not self._greenlet.dead:
-            import gevent
-
-            gevent.kill(self._greenlet, exception)
-            return True
-        return False
+        return self._job is not None and self._job.kill(exception)
 
     @property
     def alive(self) -> bool:
-        if self._greenlet is not None:
-            return not self._greenlet.dead
+        if self._job is not None:
+            return not self._job.done
         return self._thread is not None and self._thread.is_alive()
+
+
+#: Finished greenlets kept for the next detached job, per process (and hub).
+IDLE_GREENLETS = 64
+
+
+class _Job:
+    """One piece of detached work on a pooled greenlet."""
+
+    __slots__ = ("target", "greenlet", "done")
+
+    def __init__(self, target: Callable[[], Any]) -> None:
+        self.target = target
+        self.greenlet: Any = None  # the greenlet running it, while it runs
+        self.done = False
+
+    def run(self, greenlet: Any, hub: Any) -> None:
+        self.greenlet = greenlet
+        try:
+            # In a context of its own, as in a new greenlet: nothing an earlier job
+            # set in a context variable (an app context, a span) is seen here.
+            contextvars.Context().run(self.target)
+        except BaseException:
+            hub.handle_error(self.target, *sys.exc_info())  # what gevent does for a greenlet
+        finally:
+            self.done = True
+            self.greenlet = None
+
+    def kill(self, exception: type) -> bool:
+        if self.done:
+            return False
+        import gevent
+
+        gevent.get_hub().loop.run_callback(self._throw, exception)
+        return True
+
+    def _throw(self, exception: type) -> None:
+        # Run by the hub: the greenlet may have finished this job and taken another meanwhile.
+        if not self.done and self.greenlet is not None:
+            self.greenlet.throw(exception)
+
+
+class _GreenletPool:
+    """Greenlets that run detached jobs one after another.
+
+    Starting a greenlet that runs Python code costs more than a short job
+    (an executor answering at once, a burst of chunks to append): CPython
+    gives each one a stack for its frames, mapped from the OS and unmapped
+    when it ends.  A finished greenlet parks here instead (up to
+    :data:`IDLE_GREENLETS`) and the next job switches into it.  Each job runs
+    in an empty :mod:`contextvars` context, as a new greenlet would; what it
+    keeps in greenlet-local storage (``threading.local`` under gevent) a later
+    job on the same greenlet may see, as with the threads of a thread pool.
+    """
+
+    def __init__(self, hub: Any) -> None:
+        self.hub = hub
+        self.idle: List[Any] = []
+
+    def start(self, job: _Job) -> None:
+        if self.idle:
+            self.hub.loop.run_callback(self.idle.pop().switch, job)
+        else:
+            import gevent
+
+            # A raw greenlet: gevent.spawn would also record the spawning stack
+            # (frames per call), which costs SendMessage over 10 % of its speed.
+            gevent.spawn_raw(self._serve, job)
+
+    def _serve(self, job: _Job) -> None:
+        import gevent
+
+        current = gevent.getcurrent()
+        while True:
+            job.run(current, self.hub)
+            if len(self.idle) >= IDLE_GREENLETS or _pool is not self:
+                return
+            self.idle.append(current)
+            try:
+                job = self.hub.switch()  # parked until start() hands it the next job
+            except BaseException:  # thrown in while parked (collected at exit): no more jobs
+                if current in self.idle:
+                    self.idle.remove(current)
+                return
+
+
+_pool: Optional[_GreenletPool] = None
+
+
+def _greenlets() -> _GreenletPool:
+    """The pool for the current hub (a thread with a hub of its own starts its own)."""
+    global _pool
+    import gevent
+
+    hub = gevent.get_hub()
+    pool = _pool
+    if pool is None or pool.hub is not hub:
+        pool = _pool = _GreenletPool(hub)
+    return pool
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's parked greenlets are not this process's to run."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool)
 
 
 class _Slot:

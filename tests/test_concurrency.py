@@ -69,3 +69,11 @@ def test_the_same_holds_for_greenlets_under_gevent():
     done = subprocess.run([sys.executable, "-c", GEVENT_SCRIPT], cwd=ROOT, capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+
+
+def test_detached_work_runs_on_pooled_greenlets_that_start_each_job_clean():
+    """Reuse, an empty context per job, kills that reach only their own job, failures
+    reported, a bounded idle pool, a fresh pool after a fork (``worker_pool_cases.py``)."""
+    done = subprocess.run([sys.executable, "-m", "tests.worker_pool_cases"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
