@@ -106,21 +106,23 @@ class _Job:
     __slots__ = ("target", "greenlet", "done")
 
     def __init__(self, target: Callable[[], Any]) -> None:
-        self.target = target
+        self.target: Optional[Callable[[], Any]] = target  # until it has run
         self.greenlet: Any = None  # the greenlet running it, while it runs
         self.done = False
 
     def run(self, greenlet: Any, hub: Any) -> None:
-        self.greenlet = greenlet
+        target, self.greenlet = self.target, greenlet
+        assert target is not None  # a job runs once
         try:
             # In a context of its own, as in a new greenlet: nothing an earlier job
             # set in a context variable (an app context, a span) is seen here.
-            contextvars.Context().run(self.target)
+            contextvars.Context().run(target)
         except BaseException:
-            hub.handle_error(self.target, *sys.exc_info())  # what gevent does for a greenlet
+            hub.handle_error(target, *sys.exc_info())  # what gevent does for a greenlet
         finally:
-            self.done = True
-            self.greenlet = None
+            # Let go of the target: whoever holds the Worker (a run holds its own)
+            # would otherwise keep a cycle through it alive until the collector runs.
+            self.done, self.greenlet, self.target = True, None, None
 
     def kill(self, exception: type) -> bool:
         if self.done:
@@ -201,7 +203,8 @@ def _forget_pool() -> None:
     _pool = None
 
 
-os.register_at_fork(after_in_child=_forget_pool)
+if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork either
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 class _Slot:

@@ -7,8 +7,10 @@ from gevent import monkey
 monkey.patch_all()
 
 import contextvars  # noqa: E402  (after the patching, as gunicorn's gevent worker does)
+import gc  # noqa: E402
 import os  # noqa: E402
 import threading  # noqa: E402
+import weakref  # noqa: E402
 
 import gevent  # noqa: E402
 
@@ -100,6 +102,24 @@ def at_most_so_many_greenlets_stay_parked():
     assert len(concurrency._greenlets().idle) == IDLE_GREENLETS
 
 
+def a_finished_job_lets_go_of_its_target():
+    """Freed by reference counting, while its Worker lives on (a run holds its own)."""
+    class Target:
+        def __call__(self):
+            pass
+
+    target = Target()
+    alive = weakref.ref(target)
+    gc.disable()
+    try:
+        worker = Worker(target, name="target")
+        del target
+        gevent.sleep(0.01)
+        assert not worker.alive and alive() is None
+    finally:
+        gc.enable()
+
+
 def a_forked_child_starts_its_own_pool():
     run_and_wait(lambda: None)
     assert concurrency._pool is not None
@@ -117,5 +137,6 @@ each_job_starts_with_an_empty_context()
 a_kill_stops_a_running_job_and_not_the_next()
 a_failing_job_is_reported_and_the_greenlet_serves_on()
 at_most_so_many_greenlets_stay_parked()
+a_finished_job_lets_go_of_its_target()
 a_forked_child_starts_its_own_pool()
 print("ok")
