@@ -1421,7 +1421,9 @@ def print_report(results: Results) -> None:
           f"{env.get('cpu_model')}, worker on CPUs {env.get('server_cpus')}, "
           f"load generator on CPUs {env.get('client_cpus')}; "
           f"A2A_GC_FULL_EVERY={env.get('gc_full_every')}\n")
-    print(render_table(results.rows()))
+    rows = results.rows()
+    if rows:  # none when only the peer phase ran
+        print(render_table(rows))
     if results.comparisons:
         print()
         print(cpu_table(results.comparisons))
