@@ -20,13 +20,16 @@ With ``--importtime`` it also lists the slowest modules
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import peer_installed  # noqa: E402  (the peer phase's test of the same install)
 
 #: Run in a fresh interpreter; prints the phase times in milliseconds as JSON.
 AGENT = """
@@ -101,15 +104,6 @@ import json
 print(json.dumps({"import": (imported - started) * 1e3, "init_app": (done - imported) * 1e3,
                   "total": (done - started) * 1e3}))
 """
-
-
-def peer_installed() -> bool:
-    """Whether the official SDK's server can be imported here."""
-    try:
-        return all(importlib.util.find_spec(name) is not None
-                   for name in ("a2a.server", "starlette"))
-    except ImportError:
-        return False
 
 
 def child_env() -> Dict[str, str]:

@@ -60,7 +60,7 @@ class LogEntry:
     def chunk(self) -> bool:
         """Whether the event is an artifact chunk: it changes no status, so it ends no
         stream (a store's entry may tell without decoding its event)."""
-        return type(self._event) is TaskArtifactUpdateEvent
+        return type(self.event) is TaskArtifactUpdateEvent
 
     @property
     def stream_response(self) -> Optional[str]:

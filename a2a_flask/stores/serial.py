@@ -66,7 +66,7 @@ class StoredEntry(LogEntry):
             return stored.startswith(_CHUNK_HEAD_BYTES)
         if isinstance(stored, dict):
             return _CHUNK_MEMBER in stored
-        return type(self.event) is TaskArtifactUpdateEvent  # a stored form of another kind
+        return super().chunk  # a stored form of another kind: from its decoded event
 
     @property
     def stream_response(self) -> Optional[str]:
