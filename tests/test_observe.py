@@ -217,6 +217,35 @@ def test_prometheus_sums_two_gunicorn_workers(tmp_path):
     assert values[("a2a_push_attempts_total", (("outcome", "sent"),))] == len(pushes)
 
 
+PROVIDERS = """
+import json, sys
+from a2a_flask.observe import otel
+found = [otel.connect_metrics(), otel.tracer() is not None]
+print(json.dumps(found + ["opentelemetry.metrics" in sys.modules,
+                          "opentelemetry.trace" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize("variables, expected", [
+    ({}, [False, False, False, False]),  # the API is not even imported
+    ({"OTEL_PYTHON_METER_PROVIDER": "sdk_meter_provider"}, [True, False]),
+    ({"OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}, [False, True]),
+])
+def test_a_provider_set_only_by_the_environment_is_found(variables, expected):
+    """With no provider anywhere, start-up and the first call do not import the API to
+    learn so; one named by ``OTEL_PYTHON_METER_PROVIDER`` (or ``..._TRACER_...``) is found."""
+    import json
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run([sys.executable, "-c", PROVIDERS], capture_output=True, text=True,
+                          timeout=60, env={**env, **variables})
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found[:len(expected)] == expected
+
+
 def test_metrics_are_off_unless_asked_for(tmp_path):
     with Server(APP, env=_env(tmp_path)) as server:
         assert requests.get(server.url + "/metrics", timeout=5).status_code == 404

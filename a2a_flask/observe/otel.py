@@ -6,6 +6,8 @@ on, and the answer is computed once per process: tracing is on when the
 real tracer provider (``opentelemetry-instrument``, or ``trace.set_tracer_provider``
 at import or in gunicorn's ``post_fork``) before the worker's first request (the
 meter provider: before ``init_app``).  Otherwise every hook is one ``is None`` test.
+Where no code has imported the API and no ``OTEL_PYTHON_*_PROVIDER`` variable names a
+provider, none can be set, and the API is not imported at all.
 
 Spans
     One SERVER span per A2A call, named after the method, with ``rpc.system``
@@ -25,6 +27,7 @@ Metrics (the meter provider's, when one is set)
 from __future__ import annotations
 
 import os
+import sys
 from collections import OrderedDict
 from typing import Any, Mapping, MutableMapping, Optional
 
@@ -50,7 +53,16 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget)
 
 
+def _provider_possible(api: str, variable: str) -> bool:
+    """Whether a provider may be set: only code that imported the API module, or the
+    environment variable naming one, can set it.  Importing the API just to learn
+    that none is set would cost milliseconds of every start where it is installed."""
+    return api in sys.modules or variable in os.environ
+
+
 def _look() -> Any:
+    if not _provider_possible("opentelemetry.trace", "OTEL_PYTHON_TRACER_PROVIDER"):
+        return False
     try:
         from opentelemetry import trace
     except ImportError:
@@ -206,6 +218,8 @@ _propagate: Any = None
 
 def connect_metrics() -> bool:
     """Feed OpenTelemetry metrics from the signals when a meter provider is set."""
+    if not _provider_possible("opentelemetry.metrics", "OTEL_PYTHON_METER_PROVIDER"):
+        return False
     try:
         from opentelemetry import metrics
         from opentelemetry.metrics import NoOpMeterProvider
