@@ -1444,7 +1444,7 @@ def peer_table(comparisons: List[Comparison], env: Dict[str, Any]) -> str:
              "a2a-sdk", "a2a_flask / sdk", "CPU a2a_flask", "CPU a2a-sdk")]
     for c in comparisons:
         unit = "event" if c.unit == "events/s" else "request"
-        rows.append((f"{c.measure.replace(' vs a2a-sdk', '')} c={c.concurrency} ({c.unit})",
+        rows.append((f"{c.measure} c={c.concurrency} ({c.unit})",
                      f"{c.a2a_median:,.0f}", f"{c.ceiling_median:,.0f}", f"{c.ratio:.2f}x",
                      f"{c.a2a_cost_us:.1f} us/{unit}", f"{c.ceiling_cost_us:.1f} us/{unit}"))
     return format_table(rows)

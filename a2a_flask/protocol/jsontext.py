@@ -73,13 +73,14 @@ def encode_text(model: Any) -> JSONText:
     return JSONText(_text_encoder(type(model))(model))
 
 
-_STREAM_HEADS = {cls: "{" + _quote(member) + ":" for cls, member in STREAM_MEMBERS.items()}
+#: How the StreamResponse text of each kind of event begins (stores tell a chunk by it).
+STREAM_HEADS = {cls: "{" + _quote(member) + ":" for cls, member in STREAM_MEMBERS.items()}
 
 
 def stream_response_text(event: Any) -> JSONText:
     """An event (a Task, Message, status or artifact update) as a 1.0 StreamResponse
     object, in JSON text: what a 1.0 stream sends, and how stores keep a log."""
-    return JSONText(_STREAM_HEADS[type(event)] + _text_encoder(type(event))(event) + "}")
+    return JSONText(STREAM_HEADS[type(event)] + _text_encoder(type(event))(event) + "}")
 
 
 # ------------------------------------------------------------ generated code
@@ -184,4 +185,4 @@ def _parts_text(parts: Iterable[Part]) -> str:
     return "[" + ",".join(texts) + "]"
 
 
-__all__ = ["JSONText", "json_text", "encode_text", "stream_response_text"]
+__all__ = ["JSONText", "json_text", "encode_text", "stream_response_text", "STREAM_HEADS"]

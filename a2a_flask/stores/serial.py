@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterator, Optional, Sequence, Union, overload
 
 from ..protocol.codec import decode, encode
 from ..protocol.events import STREAM_EVENTS, STREAM_MEMBERS
-from ..protocol.jsontext import stream_response_text
+from ..protocol.jsontext import STREAM_HEADS, stream_response_text
 from ..protocol.models import Task, TaskArtifactUpdateEvent, TaskPushNotificationConfig
 from .base import Event, LogEntry, PushTarget
 
@@ -32,7 +32,7 @@ def load_event(stored: Union[str, bytes, Dict[str, Any]]) -> Event:
 
 #: How a stored chunk begins: a StreamResponse whose one member is an artifact update.
 _CHUNK_MEMBER = STREAM_MEMBERS[TaskArtifactUpdateEvent]
-_CHUNK_HEAD = "{" + json.dumps(_CHUNK_MEMBER) + ":"
+_CHUNK_HEAD = STREAM_HEADS[TaskArtifactUpdateEvent]
 _CHUNK_HEAD_BYTES = _CHUNK_HEAD.encode()
 
 
