@@ -103,6 +103,8 @@ elif os.environ.get("BENCH_OTEL") == "noop":
 
 app = Flask(__name__)
 # FLASK_A2A_STORE=sqlite:///... (and any other FLASK_A2A_*) picks the store; default memory://.
+# The bench holds tens of thousands of anonymous streams on purpose.
+app.config["A2A_MAX_ANONYMOUS_STREAMS"] = 0
 app.config.from_prefixed_env()
 echo_agent.init_app(app)
 chunk_agent.init_app(app)

@@ -49,5 +49,7 @@ def _chunks(count: int) -> Iterator[str]:
 
 
 app = Flask(__name__)
+# The bench holds tens of thousands of anonymous streams on purpose.
+app.config["A2A_MAX_ANONYMOUS_STREAMS"] = 0
 app.config.from_prefixed_env()
 a2a.init_app(app)

@@ -300,6 +300,29 @@ class Server:
         self.stop()
 
 
+def worker_pids(server: Server) -> List[int]:
+    """The pids of a real server's gunicorn workers."""
+    with open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children") as handle:
+        return [int(pid) for pid in handle.read().split()]
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def proc_status_kib(pid: int, field: str) -> int:
+    """A size from ``/proc/<pid>/status`` in KiB: ``VmRSS`` now, ``VmHWM`` its peak."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError(f"no {field} for pid {pid}")
+
+
+def rss_kib(pid: int) -> int:
+    return proc_status_kib(pid, "VmRSS")
+
+
 #: The longest the probe allows for each of its requests (seconds).
 PROBE_LIMIT = 0.2
 #: The longest any probe may take while a fault saturates the worker's CPU (see Probing).

@@ -12,24 +12,7 @@ import pytest
 
 from a2a_flask.protocol.models import new_id
 
-from .helpers import Probing, Server, probe
-
-
-def worker_pids(server: Server) -> List[int]:
-    with open(f"/proc/{server.proc.pid}/task/{server.proc.pid}/children") as handle:
-        return [int(pid) for pid in handle.read().split()]
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS")
+from .helpers import Probing, Server, open_fds, probe, rss_kib, worker_pids
 
 
 def raw_request(port: int, method: str, params: Dict[str, Any], *, body: bytes = b"",
@@ -62,7 +45,8 @@ def message(text: str) -> Dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    env = {"FLASK_A2A_SSE_KEEPALIVE": "0.5", "FLASK_A2A_BODY_TIMEOUT": "2"}
+    env = {"FLASK_A2A_SSE_KEEPALIVE": "0.5", "FLASK_A2A_BODY_TIMEOUT": "2",
+           "FLASK_A2A_MAX_ANONYMOUS_STREAMS": "1100"}
     with Server("tests.fault_app:app", env=env,
                 extra_args=["--worker-connections", "1200"]) as running:
         yield running

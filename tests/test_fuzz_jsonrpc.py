@@ -249,7 +249,7 @@ SPECS_V1 = [
           F(("tenant",), "tenant"), F(("extra",), "extra")],
          validate=v1_result("Task"), tenant=E001),
     Spec("1.0", "ListTasks", {"pageSize": 10, "historyLength": 1, "includeArtifacts": True},
-         [F(("contextId",), "str"), F(("status",), "state"), F(("pageSize",), "page"),
+         [F(("contextId",), "idstr"), F(("status",), "state"), F(("pageSize",), "page"),
           F(("pageToken",), "page_token"), F(("historyLength",), "int0"),
           F(("statusTimestampAfter",), "timestamp"), F(("includeArtifacts",), "bool"),
           F(("tenant",), "tenant"), F(("extra",), "extra")],
@@ -287,11 +287,11 @@ SPECS_V1 = [
          validate=v1_result("List Task Push Notification Configs Response"), capability="push",
          tenant=E001),
     Spec("1.0", "DeleteTaskPushNotificationConfig", {"taskId": SEED_COMPLETED, "id": "cfg-none"},
-         [F(("taskId",), "task_ref", required=True, refs=ALL_OK), F(("id",), "str", True),
+         [F(("taskId",), "task_ref", required=True, refs=ALL_OK), F(("id",), "idstr", True),
           F(("tenant",), "tenant"), F(("extra",), "extra")],
          capability="push", tenant=E001),
     Spec("1.0", "GetExtendedAgentCard", {},
-         [F(("tenant",), "str"), F(("extra",), "extra")], validate=v1_card,
+         [F(("tenant",), "tenant"), F(("extra",), "extra")], validate=v1_card,
          capability="extended"),
 ]
 
@@ -362,7 +362,7 @@ SPECS_V03 = [
     Spec("0.3", "tasks/pushNotificationConfig/delete",
          {"id": SEED_COMPLETED, "pushNotificationConfigId": "cfg-none"},
          [F(("id",), "task_ref", required=True, refs=ALL_OK),
-          F(("pushNotificationConfigId",), "str", required=True), F(("extra",), "extra")],
+          F(("pushNotificationConfigId",), "idstr", required=True), F(("extra",), "extra")],
          validate=v03_whole("DeleteTaskPushNotificationConfigResponse"), capability="push"),
     Spec("0.3", "agent/getAuthenticatedExtendedCard", {}, [F(("extra",), "extra")],
          validate=v03_whole("GetAuthenticatedExtendedCardResponse"), capability="extended"),
@@ -633,7 +633,8 @@ def field_mutations(spec: Spec, field: F, flavor: Flavor) -> st.SearchStrategy[T
     elif kind == "header":  # sent as a webhook header: test_push_headers has the rules
         strategy = [wrong_for_string.map(lambda v: (v, E602)),
                     hostile_text.filter(lambda s: s or not field.required).map(
-                        lambda v: (v, E602 if header_value_problem(v) else BASE))]
+                        lambda v: (v, E602 if header_value_problem(v) or len(v) > 4096
+                                   else BASE))]
         if field.required:
             strategy.append(st.just(("", E602)))
     elif kind == "url":
@@ -701,7 +702,8 @@ def field_mutations(spec: Spec, field: F, flavor: Flavor) -> st.SearchStrategy[T
         return st.one_of(*common, task_ref_mutations(field))
     elif kind == "config_ref":
         strategy = [wrong_for_string.map(lambda v: (v, E602)), st.just(("", E602)),
-                    hostile_ids.map(lambda v: (v, E001)),  # never stored: just not found
+                    # never stored: just not found, unless no config could have it
+                    hostile_ids.map(lambda v: (v, E602 if bad_id(v) else E001)),
                     unknown_ids.map(lambda v: (v, E001))]
     elif kind == "config_ref_optional":  # 0.3 get: missing means "the task's first config"
         return st.one_of(st.just((REMOVE, BASE)), st.just((None, BASE)), st.just(("", BASE)),
@@ -864,7 +866,8 @@ def envelope_expect(body: Dict[str, Any], version: Optional[str]) -> Tuple[Expec
     """The outcome a defective envelope may get, and the id the answer must carry."""
     request_id = body.get("id")  # None: absent or null, a notification
     if request_id is not None and (isinstance(request_id, bool)
-                                   or not isinstance(request_id, (str, int))):
+                                   or not isinstance(request_id, (str, int))
+                                   or len(str(request_id)) > 256):  # echoed in every event
         return Expect.error(-32600), None
     defects = set()
     if body.get("jsonrpc") != "2.0":

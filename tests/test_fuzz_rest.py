@@ -509,6 +509,8 @@ def list_query_outcome(query: Dict[str, str]) -> RestExpect:
             outcomes.append(outcome)
         elif name == "pageToken" and value:
             outcomes.append(rest_error((400, "INVALID_PARAMS")) | RestExpect(ok=True))
+        elif name == "contextId" and bad_id(value):
+            outcomes.append(rest_error((400, "INVALID_PARAMS")))
     return combine(outcomes)
 
 

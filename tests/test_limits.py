@@ -5,12 +5,15 @@ import base64
 import json
 import socket
 import threading
+import time
 
 import pytest
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities
 from a2a_flask.protocol.models import new_id
+from a2a_flask.engine.service import ANONYMOUS
+from a2a_flask.stores import MemoryStore
 from a2a_flask.stores.base import TaskQuery
 
 from .conftest import make_card
@@ -179,40 +182,112 @@ def test_limits_can_come_from_the_environment_as_strings(make_app):
     assert (settings.max_parts, settings.max_history, settings.auth_required) == (2, 0, False)
 
 
-def test_parallel_streams_of_anonymous_callers_are_not_capped(make_app):
+def test_anonymous_callers_share_one_stream_budget(make_app):
     gate = Gate()
 
     def slow(ctx):
         gate.release.wait(10)
         ctx.complete("done")
 
-    client = make_app(slow, max_streams_per_caller=1).test_client()
+    client = make_app(slow, max_anonymous_streams=2).test_client()
+
+    def open_stream():
+        return client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
+                           headers=V1, buffered=False)
+
+    responses = [open_stream() for _ in range(2)]
+    try:
+        assert [r.status_code for r in responses] == [200, 200]
+        refused = open_stream()
+        assert refused.status_code == 429
+        error = refused.get_json()["error"]
+        assert error["code"] == -32042 and "A2A_MAX_ANONYMOUS_STREAMS" in error["message"]
+        assert service_of(client.application).open_streams(ANONYMOUS) == 2
+        responses.pop().close()  # one leaves: its slot comes back
+        responses.append(open_stream())
+        assert responses[-1].status_code == 200
+    finally:
+        gate.release.set()
+        for response in responses:
+            response.close()
+
+
+def test_no_anonymous_limit_when_the_budget_is_zero(make_app):
+    gate = Gate()
+
+    def slow(ctx):
+        gate.release.wait(10)
+        ctx.complete("done")
+
+    client = make_app(slow, max_anonymous_streams=0).test_client()
     responses = [client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
-                             headers=V1, buffered=False) for _ in range(3)]
-    assert [r.status_code for r in responses] == [200, 200, 200]
-    gate.release.set()
-    threads = [threading.Thread(target=r.get_data) for r in responses]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
+                             headers=V1, buffered=False) for _ in range(5)]
+    try:
+        assert [r.status_code for r in responses] == [200] * 5
+    finally:
+        gate.release.set()
+        for response in responses:
+            response.close()
 
 
-@pytest.mark.parametrize("method,params,field", [
-    ("GetTask", {"id": "x" * 257}, "id"),
-    ("CancelTask", {"id": "a\u0000b"}, "id"),
-    ("SubscribeToTask", {"id": "line\nbreak"}, "id"),
-    ("SendMessage", {"message": message(messageId="m" * 300)}, "message.messageId"),
-    ("SendMessage", {"message": message(contextId="c\u0085")}, "message.contextId"),
-    ("SendMessage", {"message": message(taskId="t\u007f")}, "message.taskId"),
-    ("GetTaskPushNotificationConfig", {"taskId": "\u0001", "id": "c"}, "taskId"),
-])
-def test_ids_no_task_could_have_are_invalid_params(make_app, method, params, field):
-    client = make_app(card=make_card(capabilities=AgentCapabilities(
-        streaming=True, push_notifications=True))).test_client()
-    body = rpc(client, method, params)
-    assert body["error"]["code"] == -32602, body
-    assert body["error"]["data"][1]["fieldViolations"][0]["field"] == field
+class SlowStore(MemoryStore):
+    """A store whose reads and creates take a while (and let other threads run meanwhile),
+    as a networked store's do."""
+
+    def load(self, task_id):
+        time.sleep(0.2)
+        return super().load(task_id)
+
+    def create(self, record, first_event):
+        time.sleep(0.2)
+        super().create(record, first_event)
+
+
+@pytest.mark.parametrize("method", ["SendStreamingMessage", "SubscribeToTask"])
+def test_parallel_opens_cannot_all_pass_the_stream_limit_during_store_io(method):
+    """The slot is taken before the store is read: five opens at once with a limit of
+    two let exactly two through, however long the store takes."""
+    gate = Gate()
+
+    def slow(ctx):
+        ctx.working("waiting")
+        gate.release.wait(10)
+        ctx.complete("done")
+
+    app = Flask("parallel")
+    A2A(app, card=make_card(), executor=slow, store=SlowStore(), auth=bearer_auth(),
+        max_streams_per_caller=2)
+    try:
+        client = app.test_client()
+        task = client.post("/a2a", json=rpc_body("SendMessage", {
+            "message": message(), "configuration": {"returnImmediately": True}}),
+            headers={**V1, **ALICE}).get_json()["result"]["task"]
+        params = {"message": message()} if method == "SendStreamingMessage" else {"id": task["id"]}
+        start = threading.Barrier(5)
+        answers = []
+
+        def open_one():
+            start.wait(5)
+            answers.append(app.test_client().post(
+                "/a2a", json=rpc_body(method, params), headers={**V1, **ALICE}, buffered=False))
+
+        threads = [threading.Thread(target=open_one) for _ in range(5)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        assert sorted(a.status_code for a in answers) == [200, 200, 429, 429, 429]
+        assert service_of(app).open_streams("alice") == 2
+        for answer in answers:
+            answer.close()
+        assert service_of(app).open_streams("alice") == 0
+    finally:
+        gate.release.set()
+        app.extensions["a2a"]["a2a"].close()
+
+
+def service_of(app):
+    return app.extensions["a2a"]["a2a"].service
 
 
 def test_a_01_task_id_no_task_could_have_is_invalid_params(make_app):

@@ -218,7 +218,7 @@ def test_every_1_0_route_at_root_and_under_a_tenant(base):
             live = send_task(client, f"gate {key}", base, {"returnImmediately": True})
             wait_state(client, live["id"], {"TASK_STATE_WORKING"}, base)
             sub = client.get(f"{base}/tasks/{live['id']}:subscribe", buffered=False)
-            canceled = ok(client.post(f"{base}/tasks/{live['id']}:cancel"), "Task")
+            canceled = ok(client.post(f"{base}/tasks/{live['id']}:cancel", json={}), "Task")
             assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
             sub_items = stream_v1(sub)
         assert kind(sub_items[0]) == "task"
@@ -295,9 +295,34 @@ def test_a_body_that_is_not_json_by_content_type_is_415(push_client, base, route
         assert err["details"][0]["metadata"] == {"contentType": content_type or ""}
 
 
-def test_an_empty_body_needs_no_content_type(client):
-    response = client.post(REST + "/tasks/nope:cancel", data="", content_type="text/plain")
-    rest_error(response, 404, "NOT_FOUND", "TASK_NOT_FOUND")
+@pytest.mark.parametrize("headers", [
+    {"Content-Type": "text/plain"}, {"Content-Type": "application/x-www-form-urlencoded"},
+    {"Content-Type": "multipart/form-data; boundary=x"},
+    {"Origin": "https://evil.example"},  # fetch(url, {method: "POST", mode: "no-cors"})
+    {"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"},
+], ids=["text", "form", "multipart", "origin", "cross-site", "same-site"])
+def test_an_empty_post_from_a_web_page_needs_a_json_content_type(client, headers):
+    """A browser posts a form's type, or no type, cross-site without a CORS
+    preflight, cookies included: such a POST changes nothing, even with no body."""
+    with gate() as key:
+        task = send_task(client, f"gate {key}", REST, {"returnImmediately": True})
+        for base in (REST, V03):
+            response = client.post(f"{base}/tasks/{task['id']}:cancel", data=b"",
+                                   headers=headers)
+            rest_error(response, 415, "INVALID_ARGUMENT", "CONTENT_TYPE_NOT_SUPPORTED")
+        still = ok(client.get(f"{REST}/tasks/{task['id']}"), "Task")
+        assert still["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING")
+        empty_json = client.post(f"{REST}/tasks/{task['id']}:cancel", data=b"",
+                                 headers={**headers, "Content-Type": "application/json"})
+        assert ok(empty_json, "Task")["status"]["state"] == "TASK_STATE_CANCELED"
+
+
+def test_an_empty_post_with_no_content_type_from_a_client_is_served(client):
+    """SDKs post an empty cancel with no Content-Type (and no browser headers)."""
+    with gate() as key:
+        task = send_task(client, f"gate {key}", REST, {"returnImmediately": True})
+        canceled = client.post(f"{REST}/tasks/{task['id']}:cancel", data=b"")
+        assert ok(canceled, "Task")["status"]["state"] == "TASK_STATE_CANCELED"
 
 
 @pytest.mark.parametrize("base, part", [
@@ -461,9 +486,9 @@ def test_cancel_live_task_then_not_cancelable_and_unknown(client):
         canceled = ok(client.post(f"{REST}/tasks/{task['id']}:cancel", json={"metadata": {"why": "test"}}),
                       "Task")
         assert canceled["status"]["state"] == "TASK_STATE_CANCELED"
-    rest_error(client.post(f"{REST}/tasks/{task['id']}:cancel"), 400, "FAILED_PRECONDITION",
+    rest_error(client.post(f"{REST}/tasks/{task['id']}:cancel", json={}), 400, "FAILED_PRECONDITION",
                "TASK_NOT_CANCELABLE")
-    rest_error(client.post(f"{REST}/tasks/nope:cancel"), 404, "NOT_FOUND", "TASK_NOT_FOUND")
+    rest_error(client.post(f"{REST}/tasks/nope:cancel", json={}), 404, "NOT_FOUND", "TASK_NOT_FOUND")
 
 
 # ================================================================== 1.0: push configs and card
@@ -561,7 +586,7 @@ def test_tenant_isolation_between_path_tenants_and_the_root(client):
     task = send_task(client, "hello", REST + "/acme")
     for base in (REST + "/other", REST):
         rest_error(client.get(f"{base}/tasks/{task['id']}"), 404, "NOT_FOUND", "TASK_NOT_FOUND")
-        rest_error(client.post(f"{base}/tasks/{task['id']}:cancel"), 404, "NOT_FOUND", "TASK_NOT_FOUND")
+        rest_error(client.post(f"{base}/tasks/{task['id']}:cancel", json={}), 404, "NOT_FOUND", "TASK_NOT_FOUND")
         rest_error(client.get(f"{base}/tasks/{task['id']}:subscribe"), 404, "NOT_FOUND",
                    "TASK_NOT_FOUND")
         rest_error(client.post(base + "/message:send", json={"message": message("x", taskId=task["id"])}),
@@ -638,12 +663,12 @@ def test_v03_blocking_false_returns_early_and_cancel_is_cancelled_with_two_ls(cl
         task = send03(client, f"gate {key}", {"blocking": False})["task"]
         assert task["status"]["state"] in {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
         wait_state(client, task["id"], {"TASK_STATE_WORKING"}, V03)
-        canceled = ok(client.post(f"{V03}/tasks/{task['id']}:cancel"))
+        canceled = ok(client.post(f"{V03}/tasks/{task['id']}:cancel", json={}))
         proto03(canceled, "Task")
     assert canceled["status"]["state"] == "TASK_STATE_CANCELLED"
     got = ok(client.get(f"{V03}/tasks/{task['id']}"))
     assert got["status"]["state"] == "TASK_STATE_CANCELLED"
-    rest_error(client.post(f"{V03}/tasks/{task['id']}:cancel"), 400, "FAILED_PRECONDITION",
+    rest_error(client.post(f"{V03}/tasks/{task['id']}:cancel", json={}), 400, "FAILED_PRECONDITION",
                "TASK_NOT_CANCELABLE")
 
 

@@ -3,6 +3,7 @@ engines, tables and migrations, appends without rewrites, the pool, wake-ups acr
 from __future__ import annotations
 
 import dataclasses
+import logging
 import socket
 import ssl
 import statistics
@@ -320,6 +321,65 @@ def test_pg8000_encrypts_with_the_shared_context_when_the_server_offers_tls(tmp_
     listening.close()
     assert handshakes and handshakes[0].startswith("TLS")
     assert pg8000_calls == [unverified_context()]
+
+
+@pytest.mark.parametrize("mode", ["require", "verify-ca", "verify-full"])
+def test_pg8000_never_falls_back_to_plain_text_when_the_url_demands_tls(pg8000_url, mode):
+    """This server has no TLS: a URL that says ``sslmode=require`` (or a verify mode)
+    is refused, not served in plain text."""
+    with pytest.raises(StoreError, match="refuses SSL"):
+        open_store(f"{pg8000_url}&sslmode={mode}")
+
+
+def test_pg8000_sslmode_disable_never_asks_for_tls(pg8000_url, watch_pg8000):
+    pg8000_calls = watch_pg8000()
+    store = open_store(f"{pg8000_url}&sslmode=disable")
+    try:
+        assert store.load("any") is None
+        assert pg8000_calls and set(pg8000_calls) == {False}
+    finally:
+        store.close()
+
+
+def test_pg8000_refuses_an_sslmode_libpq_does_not_know(pg8000_url):
+    with pytest.raises(StoreError, match="sslmode must be one of"):
+        open_store(f"{pg8000_url}&sslmode=sometimes")
+
+
+def test_the_fall_back_to_plain_text_is_logged(pg8000_url, caplog):
+    """``prefer`` on a server without TLS connects in plain text, and says so: a
+    warning for a remote server, a debug line for one on this host."""
+    from a2a_flask.stores.sql_tls import _say_plain_text
+
+    caplog.set_level(logging.DEBUG, logger="a2a_flask.stores.sql")
+    store = open_store(pg8000_url)
+    try:
+        store.load("any")
+    finally:
+        store.close()
+    [local] = [r for r in caplog.records if "refused TLS" in r.getMessage()]
+    assert local.levelno == logging.DEBUG
+    caplog.clear()
+    _say_plain_text(sa.create_engine("postgresql+pg8000://u@db.example/x"))
+    [remote] = [r for r in caplog.records if "refused TLS" in r.getMessage()]
+    assert remote.levelno == logging.WARNING and "sslmode=require" in remote.getMessage()
+
+
+def test_the_listeners_pg8000_connection_keeps_the_store_urls_sslmode(watch_pg8000):
+    """The LISTEN connection of a psycopg store is pg8000's: it must not drop the
+    URL's TLS demands (it once took only the host, falling back to plain text)."""
+    pytest.importorskip("psycopg")
+    from a2a_flask.stores.sql_listen import Listener
+
+    url = sql_admin("postgresql").url.set(drivername="postgresql+psycopg",
+                                          query={"sslmode": "disable"})
+    engine = sa.create_engine(url)
+    listener = Listener(engine, "a2a_tls_test", wake=lambda payload: None, stopped=lambda: True)
+    pg8000_calls = watch_pg8000()
+    connection = listener._open()
+    connection.close()
+    engine.dispose()
+    assert pg8000_calls == [False]
 
 
 def test_an_exhausted_pool_answers_store_unavailable_instead_of_hanging(sql_url):

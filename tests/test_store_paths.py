@@ -112,3 +112,16 @@ def test_a_read_only_folder_or_file_stops_the_app_from_the_environment(scheme, t
             assert str(path) in last and says in last, last
     finally:
         os.chmod(locked, 0o755)
+
+
+@pytest.mark.parametrize("url", [
+    "redis://:s3cret@127.0.0.1:1/0",  # nothing listens on port 1
+    "redis://user:s3cret@127.0.0.1:1/0",
+    "postgress://user:s3cret@db.example/tasks",  # a misspelt scheme
+    "postgresql://user:s3cret@db.example/tasks?pool_size=many",
+], ids=["redis-password", "redis-user", "unknown-scheme", "bad-pool-setting"])
+def test_store_errors_never_carry_the_password(url):
+    with pytest.raises(StoreError) as raised:
+        init(url)
+    assert "s3cret" not in str(raised.value)
+    assert ":***@" in str(raised.value)

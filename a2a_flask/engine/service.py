@@ -7,16 +7,17 @@ stream starts, so that such errors go back as plain error responses.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import fnmatch
-import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Union
 
 from ..concurrency import cooperate
-from ..protocol.calls import CallContext, ServedItem, StreamContext, StreamItem, Wait
+from ..protocol.calls import (CONTROL_CHARACTER, CallContext, ServedItem, StreamContext,
+                              StreamItem, Wait)
 from ..protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
@@ -73,36 +74,51 @@ def view(task: Task, history_length: Optional[int] = None, include_artifacts: bo
     return dataclasses.replace(task, **changes) if changes else task
 
 
+#: The key anonymous callers' streams are counted under: no owner id is None.
+ANONYMOUS = None
+
+
 class StreamSlots:
-    """Open streams per caller in this process (``A2A_MAX_STREAMS_PER_CALLER``)."""
+    """Open streams in this process: one count per authenticated caller
+    (``A2A_MAX_STREAMS_PER_CALLER``), one shared by every anonymous caller
+    (``A2A_MAX_ANONYMOUS_STREAMS``).
+
+    A slot is checked and taken in one step, before any store I/O: opens that
+    yield while reading the store cannot all pass the check together.
+    """
 
     def __init__(self) -> None:
-        self._counts: Dict[str, int] = {}
+        self._counts: Dict[Optional[str], int] = {}
         self._lock = threading.Lock()
 
-    def open(self, owner: str) -> int:
-        return self._counts.get(owner, 0)
+    def open(self, key: Optional[str]) -> int:
+        return self._counts.get(key, 0)
 
-    def take(self, owner: str) -> None:
+    def take(self, key: Optional[str], limit: int) -> bool:
+        """Take a slot for ``key`` unless it already holds ``limit`` (0: no limit)."""
         with self._lock:
-            self._counts[owner] = self._counts.get(owner, 0) + 1
+            held = self._counts.get(key, 0)
+            if limit and held >= limit:
+                return False
+            self._counts[key] = held + 1
+            return True
 
-    def give_back(self, owner: str) -> None:
+    def give_back(self, key: Optional[str]) -> None:
         with self._lock:
-            left = self._counts.get(owner, 1) - 1
+            left = self._counts.get(key, 1) - 1
             if left > 0:
-                self._counts[owner] = left
+                self._counts[key] = left
             else:
-                self._counts.pop(owner, None)
+                self._counts.pop(key, None)
 
 
 class _CountedStream:
-    """A stream that holds one of its caller's slots from now until it is closed
-    or dropped (a generator would only count once the response started)."""
+    """A stream that holds a slot its opener took, until it is closed or dropped
+    (a generator would only give it back once the response started)."""
 
-    def __init__(self, stream: Iterator[ServedItem], slots: StreamSlots, owner: str) -> None:
-        self._stream, self._slots, self._owner = stream, slots, owner
-        slots.take(owner)
+    def __init__(self, stream: Iterator[ServedItem], slots: StreamSlots,
+                 key: Optional[str]) -> None:
+        self._stream, self._slots, self._key = stream, slots, key
         self._open = True
 
     def __iter__(self) -> "_CountedStream":
@@ -114,7 +130,7 @@ class _CountedStream:
     def close(self) -> None:
         if self._open:
             self._open = False
-            self._slots.give_back(self._owner)
+            self._slots.give_back(self._key)
             close = getattr(self._stream, "close", None)
             if close is not None:
                 close()
@@ -125,8 +141,10 @@ class _CountedStream:
 
 #: Longest id a client may choose (task, context, message or webhook id).
 MAX_ID_LENGTH = 256
-#: C0 and C1 control characters and DEL: no id may hold them.
-_CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+#: Longest webhook token or credentials: each push carries them as a header.
+MAX_WEBHOOK_SECRET_LENGTH = 4096
 
 
 def check_id(value: str, field: str) -> None:
@@ -134,7 +152,7 @@ def check_id(value: str, field: str) -> None:
     if len(value) > MAX_ID_LENGTH:
         raise InvalidParamsError(f"{field} is longer than {MAX_ID_LENGTH} characters",
                                  violations=[(field, f"at most {MAX_ID_LENGTH} characters")])
-    if _CONTROL_CHARACTER.search(value):
+    if CONTROL_CHARACTER.search(value):
         raise InvalidParamsError(f"{field} contains control characters",
                                  violations=[(field, "must not contain control characters")])
 
@@ -158,6 +176,8 @@ class Limits:
     max_file_size: int = 10 * 1024 * 1024
     #: Open streams per authenticated caller in this process (0: no limit).
     max_streams_per_caller: int = 100
+    #: Open streams of all anonymous callers together in this process (0: no limit).
+    max_anonymous_streams: int = 1000
 
 
 class AgentService:
@@ -337,28 +357,42 @@ class AgentService:
                                client_task_id: str = "") -> Iterator[ServedItem]:
         """SendStreamingMessage: validated now; the returned iterator streams the events."""
         self._require_streaming()
-        self._check_stream_quota(ctx)
         config = request.configuration
         history_length = config.history_length if config else None
-        started = self._accept(request, ctx, client_task_id, streamed=True)
-        return self._counted(ctx, self._stream_started(started, history_length))
+        with self._stream_slot(ctx) as hold:
+            started = self._accept(request, ctx, client_task_id, streamed=True)
+            return hold(self._stream_started(started, history_length))
 
-    def open_streams(self, owner: str) -> int:
-        """How many streams ``owner`` has open in this process."""
+    def open_streams(self, owner: Optional[str]) -> int:
+        """How many streams ``owner`` (:data:`ANONYMOUS`: anonymous callers together)
+        has open in this process."""
         return self._stream_slots.open(owner)
 
-    def _check_stream_quota(self, ctx: CallContext) -> None:
-        limit = self.limits.max_streams_per_caller
-        if limit and ctx.principal is not None and self.open_streams(ctx.owner) >= limit:
-            raise ResourceExhaustedError(
-                f"You have {limit} streams open (A2A_MAX_STREAMS_PER_CALLER); close one first",
-                metadata={"limit": limit})
-
-    def _counted(self, ctx: CallContext, stream: Iterator[ServedItem]) -> Iterator[ServedItem]:
-        """The stream, counted among its caller's open streams until it is closed."""
-        if ctx.principal is None or not self.limits.max_streams_per_caller:
-            return stream
-        return _CountedStream(stream, self._stream_slots, ctx.owner)
+    @contextlib.contextmanager
+    def _stream_slot(self, ctx: CallContext) -> Iterator[Callable[[Iterator[ServedItem]],
+                                                                  Iterator[ServedItem]]]:
+        """Take the caller's stream slot first (429 when none is left); the body opens
+        the stream and hands it to the function it gets, which ties the slot to it.
+        The slot goes back if the body raises."""
+        key = ANONYMOUS if ctx.principal is None else ctx.owner
+        limits = self.limits
+        limit = limits.max_anonymous_streams if key is ANONYMOUS else limits.max_streams_per_caller
+        if not limit:  # nothing to count against
+            yield lambda stream: stream
+            return
+        if not self._stream_slots.take(key, limit):
+            if key is ANONYMOUS:
+                message = (f"{limit} streams of anonymous callers are open "
+                           "(A2A_MAX_ANONYMOUS_STREAMS); try again later")
+            else:
+                message = (f"You have {limit} streams open (A2A_MAX_STREAMS_PER_CALLER); "
+                           "close one first")
+            raise ResourceExhaustedError(message, metadata={"limit": limit})
+        try:
+            yield lambda stream: _CountedStream(stream, self._stream_slots, key)
+        except BaseException:
+            self._stream_slots.give_back(key)
+            raise
 
     def _stream_started(self, started: Union[Run, TaskRecord],
                         history_length: Optional[int]) -> Iterator[ServedItem]:
@@ -410,6 +444,7 @@ class AgentService:
     def list_tasks(self, request: ListTasksRequest, ctx: CallContext) -> ListTasksResponse:
         _check_history_length(request.history_length)
         _check_page_size(request.page_size)
+        check_id(request.context_id, "contextId")
         page_size = DEFAULT_PAGE_SIZE if request.page_size is None else request.page_size
         after = None
         if request.status_timestamp_after:
@@ -442,15 +477,15 @@ class AgentService:
                           ctx: CallContext) -> Iterator[ServedItem]:
         """SubscribeToTask: the Task first, then live events; ``Last-Event-ID`` replays."""
         self._require_streaming()
-        record = self._visible(request.id, ctx)
-        self._check_stream_quota(ctx)
-        resume_from = ctx.last_event_id
-        if record.state.terminal and (resume_from is None or resume_from >= record.seq):
-            raise UnsupportedOperationError(
-                f"Task {request.id} is {record.state.value}; a terminal task has no stream",
-                metadata={"taskId": request.id, "state": record.state.value},
-            )
-        return self._counted(ctx, self._subscription(record, resume_from))
+        with self._stream_slot(ctx) as hold:
+            record = self._visible(request.id, ctx)
+            resume_from = ctx.last_event_id
+            if record.state.terminal and (resume_from is None or resume_from >= record.seq):
+                raise UnsupportedOperationError(
+                    f"Task {request.id} is {record.state.value}; a terminal task has no stream",
+                    metadata={"taskId": request.id, "state": record.state.value},
+                )
+            return hold(self._subscription(record, resume_from))
 
     def _subscription(self, record: TaskRecord, resume_from: Optional[int]) -> Iterator[ServedItem]:
         if resume_from is not None:
@@ -466,13 +501,17 @@ class AgentService:
 
         ``prefix`` names where the config sits in the request, for the violations.
         """
+        check_id(config.id, prefix + "id")  # it is logged and stored as a key
         auth = config.authentication
         headers = [("token", config.token)]
         if auth is not None:
             headers += [("authentication.scheme", auth.scheme),
                         ("authentication.credentials", auth.credentials)]
         for name, value in headers:
-            problem = header_value_problem(value or "")
+            # Sent with every push: a long one would cost each of them its length.
+            problem = (f"is longer than {MAX_WEBHOOK_SECRET_LENGTH} characters"
+                       if len(value or "") > MAX_WEBHOOK_SECRET_LENGTH
+                       else header_value_problem(value or ""))
             if problem:
                 raise InvalidParamsError(f"{prefix}{name} {problem}",
                                          violations=[(prefix + name, problem)])
@@ -504,7 +543,6 @@ class AgentService:
         """Register a webhook; it gets the task's events from now on."""
         self._require_push()
         record = self._visible(config.task_id, ctx, "taskId")
-        check_id(config.id, "id")
         self._check_webhook(config)
         return self._store_push(config, ctx, record.seq)
 
@@ -519,6 +557,7 @@ class AgentService:
                         ctx: CallContext) -> TaskPushNotificationConfig:
         self._require_push()
         self._visible(request.task_id, ctx, "taskId")
+        check_id(request.id, "id")
         for target in self.store.push_targets(request.task_id):
             if target.config.id == request.id:
                 return self._masked(target.config)
@@ -537,6 +576,7 @@ class AgentService:
     def delete_push_config(self, request: TaskPushConfigRequest, ctx: CallContext) -> Empty:
         self._require_push()
         self._visible(request.task_id, ctx, "taskId")
+        check_id(request.id, "id")
         self.store.delete_push_config(request.task_id, request.id)
         return Empty()
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from contextvars import ContextVar, Token
 from typing import Callable, Iterable, Tuple
+from urllib.parse import urlsplit
 
 _NONE: Tuple[str, str] = ("", "")
 _current: ContextVar[Tuple[str, str]] = ContextVar("a2a_task", default=_NONE)
@@ -16,6 +17,14 @@ _current: ContextVar[Tuple[str, str]] = ContextVar("a2a_task", default=_NONE)
 #: The package's loggers: each gets the filter (a logger's filters do not reach its children).
 LOGGERS = ("a2a_flask", "a2a_flask.push", "a2a_flask.signals", "a2a_flask.store",
            "a2a_flask.client")
+
+
+def shown_url(url: str) -> str:
+    """A webhook URL for log lines and spans: no user info, query string or fragment
+    (each may hold a secret)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
 
 
 def current() -> Tuple[str, str]:

@@ -181,7 +181,8 @@ class PushSpan:
         parent = trace.set_span_in_context(trace.NonRecordingSpan(parent_span)) \
             if parent_span is not None else None
         self.span = tracer_.start_span("a2a.push", context=parent, kind=trace.SpanKind.CLIENT,
-                                       attributes={"a2a.task.id": task_id, "url.full": url,
+                                       attributes={"a2a.task.id": task_id,
+                                                   "url.full": context.shown_url(url),
                                                    "http.request.method": "POST"})
         propagate.inject(headers, context=trace.set_span_in_context(self.span))
 

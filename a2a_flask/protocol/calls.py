@@ -5,10 +5,18 @@ with it (tenant, owner) and dialects render with a :class:`StreamContext`.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Mapping, Optional, Union
 
+from .errors import InvalidParamsError
 from .events import Event, LogEntry
+
+#: C0 and C1 control characters and DEL: no id, tenant or caller may hold them
+#: (they would forge log lines and break headers).
+CONTROL_CHARACTER = re.compile("[\x00-\x1f\x7f-\x9f]")
+#: The longest tenant and caller id: each is a column of the SQL stores.
+MAX_TENANT_LENGTH = MAX_OWNER_LENGTH = 255
 
 #: One item of a stream: a log entry (its sequence number and event), or ``None`` for a
 #: pause (nothing more right now: send what you have, or a keep-alive if that is nothing).
@@ -61,6 +69,10 @@ class Principal:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise ValueError("a Principal needs a non-empty string id")
+        # The id owns tasks: it becomes a store key and a log field.
+        if len(self.id) > MAX_OWNER_LENGTH or CONTROL_CHARACTER.search(self.id):
+            raise ValueError(f"a Principal id must be at most {MAX_OWNER_LENGTH} characters "
+                             f"without control characters, not {self.id[:80]!r}")
 
 
 @dataclass
@@ -88,3 +100,14 @@ class CallContext:
     def __post_init__(self) -> None:
         if self.principal is not None:
             self.owner = self.principal.id
+        check_tenant(self.tenant)
+
+
+def check_tenant(tenant: str) -> None:
+    """Refuse a tenant no store could hold: too long, or with control characters."""
+    if len(tenant) > MAX_TENANT_LENGTH:
+        raise InvalidParamsError(f"tenant is longer than {MAX_TENANT_LENGTH} characters",
+                                 violations=[("tenant", f"at most {MAX_TENANT_LENGTH} characters")])
+    if CONTROL_CHARACTER.search(tenant):
+        raise InvalidParamsError("tenant contains control characters",
+                                 violations=[("tenant", "must not contain control characters")])

@@ -23,10 +23,9 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set
-from urllib.parse import urlsplit
 
 from .. import signals
-from ..observe.context import scoped
+from ..observe.context import scoped, shown_url
 from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable
 from ..protocol.events import apply_event
@@ -66,12 +65,6 @@ class RetryPolicy:
         webhooks that failed together do not retry together)."""
         ceiling: float = min(self.max_delay, self.base_delay * 2 ** max(0, failures - 1))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
-
-
-def shown_url(url: str) -> str:
-    """A webhook URL for log lines: no query string or fragment (they may hold secrets)."""
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}{parts.path}"
 
 
 class PushDispatcher:

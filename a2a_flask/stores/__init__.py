@@ -6,7 +6,8 @@ import os
 from typing import TYPE_CHECKING, Any, Tuple, cast
 from urllib.parse import urlsplit
 
-from .base import LogEntry, SequenceConflict, StoreError, TaskQuery, TaskRecord, TaskStore
+from .base import (LogEntry, SequenceConflict, StoreError, TaskQuery, TaskRecord, TaskStore,
+                   safe_url)
 from .memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ def open_store(url: Any, *, task_ttl: float = 0.0) -> TaskStore:
         return RedisStore(url, task_ttl=task_ttl)
     if parts.scheme.split("+", 1)[0] in ("postgresql", "postgres", "mysql", "mariadb"):
         return cast(TaskStore, _sql().open_sql_store(url))
-    raise StoreError(f"unknown store URL {url!r}; use memory://, shelve:///path, "
+    raise StoreError(f"unknown store URL {safe_url(url)!r}; use memory://, shelve:///path, "
                      "sqlite:///path, redis://host:port/db, postgresql://... or mysql://...")
 
 

@@ -20,6 +20,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 from .. import signals
 from ..protocol.errors import InvalidParamsError, StoreUnavailable
@@ -43,6 +44,15 @@ class SequenceConflict(Exception):
 
 class StoreError(Exception):
     """The store cannot be opened or used (bad URL, unreachable service)."""
+
+
+def safe_url(url: str) -> str:
+    """A store URL for messages and logs: its password masked."""
+    parts = urlsplit(url)
+    if parts.password:
+        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return url
 
 
 @dataclass

@@ -50,6 +50,7 @@ from .base import (
     fold,
     is_behind,
     outages_as_unavailable,
+    safe_url,
     snapshot_due,
 )
 from .serial import (EncodedEntries, dump_event, dump_target, dump_task, load_event, load_target,
@@ -207,7 +208,7 @@ class RedisStore(TaskStore):
                 health_check_interval=30)
             self._redis.ping()
         except redis.RedisError as exc:
-            raise StoreError(f"cannot reach the redis store at {clean}: {exc}") from exc
+            raise StoreError(f"cannot reach the redis store at {safe_url(clean)}: {exc}") from exc
         self._append = self._redis.register_script(_APPEND)
         self._create = self._redis.register_script(_CREATE)
         self._renew = self._redis.register_script(_RENEW)

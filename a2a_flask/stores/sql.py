@@ -55,12 +55,14 @@ from .base import (
     encode_page_token,
     fold,
     outages_as_unavailable,
+    safe_url,
 )
 from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
                      load_target, load_task)
 from .sql_listen import Listener, load_driver
 from .sql_schema import create_all, make_metadata, metadata
-from .sql_tls import share_one_tls_context_pg8000, share_one_tls_context_pymysql
+from .sql_tls import (pg8000_tls_options, share_one_tls_context_pg8000,
+                      share_one_tls_context_pymysql)
 
 log = logging.getLogger("a2a_flask.stores.sql")
 
@@ -111,10 +113,16 @@ def open_sql_store(url: str) -> "SQLStore":
         max_overflow = int(query.pop("max_overflow", MAX_OVERFLOW))
         pool_timeout = float(query.pop("pool_timeout", POOL_TIMEOUT))
     except ValueError as exc:
-        raise StoreError(f"bad pool setting in store URL {_safe(url)}: {exc}") from None
+        raise StoreError(f"bad pool setting in store URL {safe_url(url)}: {exc}") from None
     scheme = _SCHEMES.get(parts.scheme, parts.scheme)
     if scheme == "postgresql+psycopg" and parts.scheme != scheme and not _has("psycopg"):
         scheme = "postgresql+pg8000"  # pure Python, slower (three round trips a query)
+    tls: Tuple[str, Optional[str]] = ("prefer", None)
+    if scheme.endswith("+pg8000"):
+        try:
+            tls = pg8000_tls_options(query)
+        except ValueError as exc:
+            raise StoreError(f"bad TLS setting in store URL {safe_url(url)}: {exc}") from None
     clean = urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
     driver = scheme.split("+", 1)[-1]
     connect_args: Dict[str, Any] = {}
@@ -136,13 +144,13 @@ def open_sql_store(url: str) -> "SQLStore":
                                   isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True,
                                   connect_args=connect_args)
     except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
-        raise StoreError(f"cannot use the SQL store URL {_safe(url)}: {exc} "
+        raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: {exc} "
                          "(pip install 'a2a-flask[sql]')") from None
     ping_when_idle(engine, PING_AFTER)
     if driver == "pymysql":
         share_one_tls_context_pymysql(engine)
     elif driver == "pg8000":
-        share_one_tls_context_pg8000(engine)
+        share_one_tls_context_pg8000(engine, *tls)
     return SQLStore(engine, schema=schema, owns_engine=True, explicit_transactions=True)
 
 
@@ -185,15 +193,6 @@ def _has(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
-
-
-def _safe(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
 
 
 class _Outage(Exception):

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import sqlalchemy as sa
 
-from .sql_tls import share_one_tls_context_pg8000
+from .sql_tls import pg8000_tls_options, share_one_tls_context_pg8000
 
 log = logging.getLogger("a2a_flask.stores.sql")
 
@@ -81,7 +81,10 @@ class Listener:
             engine = sa.create_engine(self._url.set(drivername="postgresql+pg8000", query={}),
                                       poolclass=sa.pool.NullPool,
                                       connect_args={"timeout": 10})
-            share_one_tls_context_pg8000(engine)
+            # The store's own TLS demands hold for this connection too (libpq's names).
+            query = {key: value if isinstance(value, str) else value[-1]
+                     for key, value in self._url.query.items()}
+            share_one_tls_context_pg8000(engine, *pg8000_tls_options(query))
         raw = engine.raw_connection()
         connection = raw.driver_connection
         assert connection is not None  # a fresh checkout always has one

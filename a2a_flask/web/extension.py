@@ -199,7 +199,8 @@ class A2A:
                                keepalive=settings.sse_keepalive, extended_card=self.extended_card)
         service.auth_challenge = auth.challenge
         service.limits = Limits(settings.max_parts, settings.max_file_size,
-                                settings.max_streams_per_caller)
+                                settings.max_streams_per_caller,
+                                settings.max_anonymous_streams)
         renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings),
                                 legacy=bool(settings.legacy_card))
         state = AgentState(self.name, settings, service, renderer, auth, release_store)

@@ -6,7 +6,8 @@ Stages, in order, each with its own error:
    any ``+json``)                                                 -> -32005
 2. body not valid UTF-8 JSON                                      -> -32700
 3. not one request object: batches (arrays) are refused; a bad ``jsonrpc``,
-   ``id`` or ``method`` member                                    -> -32600
+   ``id`` (a string or an integer, at most 256 characters: a stream repeats
+   it in every event) or ``method`` member                        -> -32600
 4. ``A2A-Version`` (header or ``?A2A-Version=``) not served       -> -32009
 5. method unknown in that version                                 -> -32601
 6. a card-declared required extension not requested               -> -32008
@@ -88,8 +89,20 @@ class _Call:
         self.request_id, self.method, self.params = request_id, method, params
 
 
+#: The longest request id echoed back, as JSON text.  A stream repeats the id in
+#: every event, so an unbounded one would cost the server its length times the
+#: number of events; no real client sends more than a UUID or a counter.
+MAX_REQUEST_ID_LENGTH = 256
+#: Integers from here on have more than MAX_REQUEST_ID_LENGTH digits.
+_ID_NUMBER_BOUND = 10 ** (MAX_REQUEST_ID_LENGTH - 1)
+
+
 def _valid_id(value: Any) -> bool:
-    return isinstance(value, (str, int)) and not isinstance(value, bool)
+    """A string or an integer (not a bool) of at most MAX_REQUEST_ID_LENGTH characters."""
+    if isinstance(value, str):
+        return len(value) <= MAX_REQUEST_ID_LENGTH
+    return (isinstance(value, int) and not isinstance(value, bool)
+            and -_ID_NUMBER_BOUND < value < _ID_NUMBER_BOUND)
 
 
 def _readable_id(raw: bytes) -> Any:
@@ -124,8 +137,10 @@ def _read_call() -> _Call:
         raise InvalidRequestError("The body must be a JSON-RPC request object")
     request_id = body.get("id")
     if request_id is not None and not _valid_id(request_id):
-        raise InvalidRequestError("Request id must be a string or a number",
-                                  violations=[("id", "must be a string or a number")])
+        raise InvalidRequestError(
+            f"Request id must be a string or an integer of at most {MAX_REQUEST_ID_LENGTH} "
+            "characters", violations=[("id", "must be a string or an integer of at most "
+                                             f"{MAX_REQUEST_ID_LENGTH} characters")])
     if isinstance(request_id, str) and lone_surrogate(request_id, raw):
         raise InvalidRequestError("Request id is not valid Unicode text (a lone surrogate)",
                                   violations=[("id", "holds a lone surrogate")])

@@ -51,20 +51,34 @@ def error_body(exc: A2AError) -> Dict[str, Any]:
 
 def json_body() -> Dict[str, Any]:
     """The request body as a JSON object ({} when empty); otherwise 415 for a body
-    that is not JSON by its ``Content-Type``, 400 for bad JSON or a non-object."""
+    that is not JSON by its ``Content-Type``, 400 for bad JSON or a non-object.
+
+    An empty body needs a JSON ``Content-Type`` too, or none from a client that is
+    no web page: a browser posts a form's type, or no type at all, cross-site
+    without a CORS preflight, cookies included, and such a POST must change
+    nothing.  Browsers say a page sent it (``Origin``, ``Sec-Fetch-Site``); SDKs
+    post an empty cancel with no type and neither header.
+    """
     raw = read_body()
-    if not raw.strip():
-        return {}
-    if not is_json_mimetype(request.mimetype):
+    if not is_json_mimetype(request.mimetype) and (raw.strip() or request.mimetype
+                                                   or _from_a_web_page()):
         raise UnsupportedMediaTypeError(
             f"Content-Type must be application/json or application/a2a+json, not "
             f"{request.mimetype or 'missing'}", metadata={"contentType": request.mimetype})
+    if not raw.strip():
+        return {}
     body = parse_json(raw)
     if not isinstance(body, dict):
         raise InvalidParamsError("The body must be a JSON object",
                                  violations=[("body", "must be an object")])
     refuse_lone_surrogates(body, raw)
     return body
+
+
+def _from_a_web_page() -> bool:
+    """Whether a browser sent the request from a page (of this site or another)."""
+    return ("Origin" in request.headers
+            or request.headers.get("Sec-Fetch-Site", "none") not in ("none", ""))
 
 
 def query_params(cls: type) -> Dict[str, Any]:
