@@ -404,6 +404,51 @@ def test_list_tasks_only_shows_the_callers_tenant_and_owner(store):
     assert ids(store.list_tasks(TaskQuery())) == ["default"]
 
 
+#: Callers whose tenant and owner, joined with ":", make one string: a store keying
+#: its index that way would show each the others' tasks (issue 35).
+NESTING_CALLERS = [
+    [(":github", "alice"), ("", "github:alice")],
+    [("a:b", "c"), ("a", "b:c")],
+    [("x:", ""), ("x", ":")],
+]
+
+
+@pytest.mark.parametrize("callers", NESTING_CALLERS, ids=["github", "a-b-c", "x"])
+def test_list_tasks_keeps_callers_apart_whose_tenant_and_owner_nest(store, callers):
+    assert len({f"{tenant}:{owner}" for tenant, owner in callers}) == 1  # they do nest
+    for n, (tenant, owner) in enumerate(callers):
+        create(store, f"task-{n}", tenant=tenant, owner=owner, second=n)
+    for n, (tenant, owner) in enumerate(callers):
+        page = store.list_tasks(TaskQuery(tenant=tenant, owner=owner))
+        assert (ids(page), page.total_size) == ([f"task-{n}"], 1), (tenant, owner)
+        assert (page.records[0].tenant, page.records[0].owner) == (tenant, owner)
+
+
+def test_list_tasks_keeps_callers_apart_that_differ_in_trailing_spaces(store):
+    """MariaDB's binary collation ignores trailing spaces when it compares."""
+    callers = [("acme", "alice"), ("acme ", "alice"), ("acme", "alice "), ("", " ")]
+    for n, (tenant, owner) in enumerate(callers):
+        create(store, f"task-{n}", tenant=tenant, owner=owner, second=n)
+    create(store, "anonymous", second=9)
+    for n, (tenant, owner) in enumerate(callers):
+        page = store.list_tasks(TaskQuery(tenant=tenant, owner=owner))
+        assert (ids(page), page.total_size) == ([f"task-{n}"], 1), (tenant, owner)
+
+
+def test_an_id_used_again_by_another_caller_lists_for_the_new_owner_only(store):
+    """A 0.1 client chooses its task ids: once a finished task is purged, another
+    caller may create a task with its id."""
+    create(store, "reused", tenant="acme", owner="alice", second=1)
+    append(store, "reused", [status_event("reused", S.COMPLETED, second=2)])
+    assert store.purge(stamp(30)) == 1
+    create(store, "reused", tenant="acme", owner="bob", second=40)
+    alices = store.list_tasks(TaskQuery(tenant="acme", owner="alice"))
+    assert (ids(alices), alices.total_size) == ([], 0)
+    bobs = store.list_tasks(TaskQuery(tenant="acme", owner="bob"))
+    assert (ids(bobs), bobs.total_size) == (["reused"], 1)
+    assert bobs.records[0].owner == "bob"
+
+
 def test_list_tasks_rejects_a_token_it_did_not_issue(store):
     fill(store)
     for token in ("garbage!", "bm90IGpzb24", "WzFd"):  # not base64, "not json", "[1]"
