@@ -524,6 +524,29 @@ def test_push_progress_and_backlog(store):
     assert store.push_targets("t2") == [] and store.push_backlog() == []
 
 
+def test_ids_holding_the_key_separator_stay_apart(store):
+    """Task, webhook and claim ids may hold ":" (ids are only checked for length and
+    control characters): a key made of a fixed word and one id still names one thing."""
+    for task_id in ("a", "a:b", "log:a"):
+        create(store, task_id)
+    append(store, "a:b", [status_event("a:b", S.WORKING)])
+    assert [store.load(t).seq for t in ("a", "a:b", "log:a")] == [1, 2, 1]
+    assert [e.seq for e in store.read("a", 0)] == [1]
+    for config_id in ("c", "c:c", "d:c"):
+        store.put_push_target("a:b", target(config_id))
+    store.put_push_target("a", target("b:c"))
+    store.record_push_progress("a:b", "d:c", 2, 0, False)
+    assert [t.config.id for t in store.push_targets("a:b")] == ["c", "c:c", "d:c"]
+    assert [t.delivered_seq for t in store.push_targets("a:b")] == [0, 0, 2]
+    assert [t.config.id for t in store.push_targets("a")] == ["b:c"]
+    assert sorted(store.push_backlog()) == ["a", "a:b"]
+    store.delete_push_config("a:b", "c")
+    assert [t.config.id for t in store.push_targets("a:b")] == ["c:c", "d:c"]
+    assert store.claim("push:a", "worker-a", 5.0)
+    assert store.claim("push:a:b", "worker-b", 5.0)
+    assert not store.claim("push:a", "worker-b", 5.0)
+
+
 def test_redis_sweeps_only_tasks_that_may_still_owe_a_push(tmp_path):
     """A finished task whose webhooks had everything leaves the set the sweep reads:
     the sweep's cost follows the tasks in flight, not every task ever pushed."""
