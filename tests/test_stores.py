@@ -404,6 +404,51 @@ def test_list_tasks_only_shows_the_callers_tenant_and_owner(store):
     assert ids(store.list_tasks(TaskQuery())) == ["default"]
 
 
+#: Callers whose tenant and owner, joined with ":", make one string: a store keying
+#: its index that way would show each the others' tasks (issue 35).
+NESTING_CALLERS = [
+    [(":github", "alice"), ("", "github:alice")],
+    [("a:b", "c"), ("a", "b:c")],
+    [("x:", ""), ("x", ":")],
+]
+
+
+@pytest.mark.parametrize("callers", NESTING_CALLERS, ids=["github", "a-b-c", "x"])
+def test_list_tasks_keeps_callers_apart_whose_tenant_and_owner_nest(store, callers):
+    assert len({f"{tenant}:{owner}" for tenant, owner in callers}) == 1  # they do nest
+    for n, (tenant, owner) in enumerate(callers):
+        create(store, f"task-{n}", tenant=tenant, owner=owner, second=n)
+    for n, (tenant, owner) in enumerate(callers):
+        page = store.list_tasks(TaskQuery(tenant=tenant, owner=owner))
+        assert (ids(page), page.total_size) == ([f"task-{n}"], 1), (tenant, owner)
+        assert (page.records[0].tenant, page.records[0].owner) == (tenant, owner)
+
+
+def test_list_tasks_keeps_callers_apart_that_differ_in_trailing_spaces(store):
+    """MariaDB's binary collation ignores trailing spaces when it compares."""
+    callers = [("acme", "alice"), ("acme ", "alice"), ("acme", "alice "), ("", " ")]
+    for n, (tenant, owner) in enumerate(callers):
+        create(store, f"task-{n}", tenant=tenant, owner=owner, second=n)
+    create(store, "anonymous", second=9)
+    for n, (tenant, owner) in enumerate(callers):
+        page = store.list_tasks(TaskQuery(tenant=tenant, owner=owner))
+        assert (ids(page), page.total_size) == ([f"task-{n}"], 1), (tenant, owner)
+
+
+def test_an_id_used_again_by_another_caller_lists_for_the_new_owner_only(store):
+    """A 0.1 client chooses its task ids: once a finished task is purged, another
+    caller may create a task with its id."""
+    create(store, "reused", tenant="acme", owner="alice", second=1)
+    append(store, "reused", [status_event("reused", S.COMPLETED, second=2)])
+    assert store.purge(stamp(30)) == 1
+    create(store, "reused", tenant="acme", owner="bob", second=40)
+    alices = store.list_tasks(TaskQuery(tenant="acme", owner="alice"))
+    assert (ids(alices), alices.total_size) == ([], 0)
+    bobs = store.list_tasks(TaskQuery(tenant="acme", owner="bob"))
+    assert (ids(bobs), bobs.total_size) == (["reused"], 1)
+    assert bobs.records[0].owner == "bob"
+
+
 def test_list_tasks_rejects_a_token_it_did_not_issue(store):
     fill(store)
     for token in ("garbage!", "bm90IGpzb24", "WzFd"):  # not base64, "not json", "[1]"
@@ -477,6 +522,29 @@ def test_push_progress_and_backlog(store):
     store.delete_push_config("t2", "b")
     store.record_push_progress("t2", "b", 2, 0, False)  # a deleted webhook stays deleted
     assert store.push_targets("t2") == [] and store.push_backlog() == []
+
+
+def test_ids_holding_the_key_separator_stay_apart(store):
+    """Task, webhook and claim ids may hold ":" (ids are only checked for length and
+    control characters): a key made of a fixed word and one id still names one thing."""
+    for task_id in ("a", "a:b", "log:a"):
+        create(store, task_id)
+    append(store, "a:b", [status_event("a:b", S.WORKING)])
+    assert [store.load(t).seq for t in ("a", "a:b", "log:a")] == [1, 2, 1]
+    assert [e.seq for e in store.read("a", 0)] == [1]
+    for config_id in ("c", "c:c", "d:c"):
+        store.put_push_target("a:b", target(config_id))
+    store.put_push_target("a", target("b:c"))
+    store.record_push_progress("a:b", "d:c", 2, 0, False)
+    assert [t.config.id for t in store.push_targets("a:b")] == ["c", "c:c", "d:c"]
+    assert [t.delivered_seq for t in store.push_targets("a:b")] == [0, 0, 2]
+    assert [t.config.id for t in store.push_targets("a")] == ["b:c"]
+    assert sorted(store.push_backlog()) == ["a", "a:b"]
+    store.delete_push_config("a:b", "c")
+    assert [t.config.id for t in store.push_targets("a:b")] == ["c:c", "d:c"]
+    assert store.claim("push:a", "worker-a", 5.0)
+    assert store.claim("push:a:b", "worker-b", 5.0)
+    assert not store.claim("push:a", "worker-b", 5.0)
 
 
 def test_redis_sweeps_only_tasks_that_may_still_owe_a_push(tmp_path):

@@ -453,6 +453,35 @@ def fold(task: Task, events: Iterable[Event]) -> Task:
     return apply_events(task, list(events))
 
 
+# ----------------------------------------------------------- compound keys
+
+
+def join_key(*parts: str) -> str:
+    """One key made of ``parts`` that no other list of parts makes: each part
+    follows its length, so a part may hold any character, the separator included
+    (``("", "github:alice")`` gives ``"0::12:github:alice"``, ``(":github",
+    "alice")`` gives ``"7::github:5:alice"``).  For stores whose keys name a
+    tenant and an owner, or any other caller-chosen strings together."""
+    return ":".join(f"{len(part)}:{part}" for part in parts)
+
+
+def split_key(key: str) -> List[str]:
+    """The parts :func:`join_key` made ``key`` of; ValueError if it made no such key."""
+    parts: List[str] = []
+    rest = key
+    while True:
+        length, sep, rest = rest.partition(":")
+        if not sep or not length.isdigit() or len(rest) < int(length):
+            raise ValueError(f"not a joined key: {key!r}")
+        parts.append(rest[:int(length)])
+        rest = rest[int(length):]
+        if not rest:
+            return parts
+        if not rest.startswith(":"):
+            raise ValueError(f"not a joined key: {key!r}")
+        rest = rest[1:]
+
+
 # ----------------------------------------------------------- shared paging
 
 
@@ -481,9 +510,17 @@ def decode_page_token(token: str) -> Tuple[str, str]:
         ) from None
 
 
+def belongs(record: TaskRecord, query: TaskQuery) -> bool:
+    """Whether a record is the querying caller's: its tenant and owner, read on
+    the record itself.  Every store checks the records ListTasks returns with
+    this, whatever its index says (an index can be wrong: keyed ambiguously, or
+    naming an id that another caller took again after its task expired)."""
+    return record.tenant == query.tenant and record.owner == query.owner
+
+
 def matches(record: TaskRecord, query: TaskQuery) -> bool:
     """Whether a record passes the query's filters (not its page bounds)."""
-    if record.tenant != query.tenant or record.owner != query.owner:
+    if not belongs(record, query):
         return False
     if query.context_id and record.context_id != query.context_id:
         return False

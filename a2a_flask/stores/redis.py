@@ -5,7 +5,9 @@ Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 ``{p}:task:{id}``   hash: the record's fields, the JSON snapshot and ``snap_seq``, the
                     last event it includes (later events are folded in on load)
 ``{p}:log:{id}``    list: the event log, entry ``seq - 1`` is event ``seq``
-``{p}:idx:{tenant}:{owner}``  sorted set of task ids by status time (ListTasks)
+``{p}:owned:{tenant and owner}``  sorted set of a caller's task ids by status time
+                    (ListTasks); the pair is :func:`~.base.join_key`'d
+                    (``a2a:owned:0::12:github:alice``), so no two pairs share a key
 ``{p}:push:{id}``   hash: ``c:<config id>`` -> the webhook (JSON), ``d:<config id>`` -> its
                     delivery cursor ("delivered_seq failures gave_up")
 ``{p}:pushorder:{id}``  sorted set: config ids in creation order
@@ -15,6 +17,11 @@ Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 ``{p}:lease:{id}``  string: the runner, with a Redis expiry (renewed by the runner)
 ``{p}:running``     set: tasks that have a runner (to find expired leases)
 ``{p}:notify``      pub/sub channel: "task id seq" after every append
+``{p}:layout``      ``2`` once the indexes of 0.1.0, ``{p}:idx:{tenant}:{owner}``, are moved
+                    (see :meth:`RedisStore._upgrade`)
+
+Every other key holds one caller-chosen string (a task id, or a claim key made
+of a fixed word and a task id), last, after a fixed word: no two of them meet.
 
 Appends are one Lua script (compare-and-set on the sequence number, push the
 events, store the snapshot when :func:`~.base.snapshot_due` says so, index,
@@ -22,15 +29,19 @@ publish), so they are atomic across hosts, and a streamed chunk costs the same
 at any task length.
 Each process keeps one pub/sub subscription and wakes its local waiters; a
 waiter also re-reads every second, in case a message was lost on a reconnect.
-Finished tasks get a Redis expiry (the task TTL), so retention costs nothing.
+Finished tasks get a Redis expiry (the task TTL), so retention costs nothing;
+their index entries stay until the next purge, and an id a 0.1 client uses again
+meanwhile names someone else's task: ListTasks reads the tenant and owner of
+every task it returns from the task's own hash.
 """
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from datetime import datetime
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import parse_qs, urlsplit
 
 from ..concurrency import Notifier, Worker
@@ -49,9 +60,11 @@ from .base import (
     encode_page_token,
     fold,
     is_behind,
+    join_key,
     outages_as_unavailable,
     safe_url,
     snapshot_due,
+    split_key,
 )
 from .serial import (EncodedEntries, dump_event, dump_target, dump_task, load_event, load_target,
                      load_task)
@@ -60,6 +73,13 @@ from .serial import (EncodedEntries, dump_event, dump_target, dump_task, load_ev
 SAFETY_POLL = 1.0
 #: The longest any Redis call may take (seconds) before the store counts as unavailable.
 SOCKET_TIMEOUT = 5.0
+#: What ``{p}:layout`` holds once the indexes of 0.1.0 are moved (:meth:`RedisStore._upgrade`).
+LAYOUT = b"2"
+#: How long a process moving the old indexes keeps others from starting to (seconds):
+#: if it dies, the next process to open the store after this moves them.
+UPGRADE_LOCK = 300
+#: Index entries moved per round trip.
+MOVE_BATCH = 500
 #: Error replies that mean "the server cannot serve now", not "our command is wrong".
 _OUTAGE_REPLIES = ("OOM", "READONLY", "MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN",
                    "TRYAGAIN", "BUSY")
@@ -178,6 +198,29 @@ return redis.call('SREM', KEYS[3], ARGV[1])
 """
 
 
+# KEYS: task, log, push, push order, index.  ARGV: task id, the index's tenant and
+# owner, updated_before, then the terminal states.  One index entry at purge: the
+# task goes if it is this index's, terminal and old enough; the entry goes with it,
+# or alone if its task is gone (expired) or its id now names another caller's
+# task (an id used again after expiry).  1 if the entry went.
+_SWEEP = """
+local task = redis.call('HMGET', KEYS[1], 'tenant', 'owner', 'state', 'updated_at')
+if task[3] and task[1] == ARGV[2] and task[2] == ARGV[3] then
+  if task[4] >= ARGV[4] then return 0 end
+  local finished = false
+  for i = 5, #ARGV do if task[3] == ARGV[i] then finished = true end end
+  if not finished then return 0 end
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+end
+return redis.call('ZREM', KEYS[5], ARGV[1])
+"""
+
+
+def _glob(text: str) -> str:
+    """``text`` matched literally in a SCAN pattern."""
+    return re.sub(r"([*?\[\]\\])", r"\\\1", text)
+
+
 def _cursor(target: PushTarget) -> str:
     return f"{target.delivered_seq} {target.failures} {int(target.gave_up)}"
 
@@ -217,9 +260,14 @@ class RedisStore(TaskStore):
         self._unclaim = self._redis.register_script(_UNCLAIM)
         self._progress = self._redis.register_script(_PROGRESS)
         self._settle = self._redis.register_script(_SETTLE)
+        self._sweep = self._redis.register_script(_SWEEP)
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
+        try:
+            self._upgrade()
+        except redis.RedisError as exc:
+            raise StoreError(f"cannot upgrade the redis store at {clean}: {exc}") from exc
 
     # ------------------------------------------------------------ keys
 
@@ -227,7 +275,17 @@ class RedisStore(TaskStore):
         return f"{self.prefix}:{kind}:{task_id}"
 
     def _index(self, tenant: str, owner: str) -> str:
+        """A caller's index: the pair joined so that no other pair makes this key."""
+        return f"{self.prefix}:owned:{join_key(tenant, owner)}"
+
+    def _old_index(self, tenant: str, owner: str) -> str:
+        """The index of 0.1.0, which callers whose ids nest shared (``:github`` +
+        ``alice`` and ``""`` + ``github:alice``)."""
         return f"{self.prefix}:idx:{tenant}:{owner}"
+
+    @property
+    def _layout(self) -> str:
+        return f"{self.prefix}:layout"
 
     @property
     def _channel(self) -> str:
@@ -354,16 +412,28 @@ class RedisStore(TaskStore):
     # ------------------------------------------------------------ listing
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
-        ids = [i.decode() for i in self._redis.zrevrange(self._index(query.tenant, query.owner),
-                                                         0, -1)]
+        index = self._index(query.tenant, query.owner)
+        old = self._old_index(query.tenant, query.owner)
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.exists(old)
+        pipe.zrevrange(index, 0, -1)
+        left_over, raw_ids = pipe.execute()
+        if left_over:  # written by a 0.1.0 process (a rolling upgrade), or not moved yet
+            self._move_index(old)
+            raw_ids = self._redis.zrevrange(index, 0, -1)
+        ids = [i.decode() for i in raw_ids]
         pipe = self._redis.pipeline(transaction=False)
         for task_id in ids:
-            pipe.hmget(self._key("task", task_id), "context_id", "state", "updated_at")
+            pipe.hmget(self._key("task", task_id), "tenant", "owner", "context_id", "state",
+                       "updated_at")
         rows = pipe.execute() if ids else []
+        tenant, owner = query.tenant.encode(), query.owner.encode()
         matching = []
-        for task_id, (context_id, state, updated) in zip(ids, rows):
-            if state is None:
-                continue  # expired: its index entry goes on the next purge
+        for task_id, (its_tenant, its_owner, context_id, state, updated) in zip(ids, rows):
+            if state is None or its_tenant != tenant or its_owner != owner:
+                # Expired, or its id now names another caller's task (a 0.1 client
+                # chose it again after the expiry): the entry goes on the next purge.
+                continue
             if query.context_id and context_id.decode() != query.context_id:
                 continue
             if query.state is not None and state.decode() != query.state.value:
@@ -381,7 +451,10 @@ class RedisStore(TaskStore):
         for _, task_id in page:
             pipe.hgetall(self._key("task", task_id))
         found = zip((task_id for _, task_id in page), pipe.execute() if page else [])
-        records = [self._record(task_id, fields) for task_id, fields in found if fields]
+        # Read again, so checked again (the id may have changed hands in between);
+        # a task that is gone has no fields.
+        records = [self._record(task_id, fields) for task_id, fields in found
+                   if fields.get(b"tenant") == tenant and fields.get(b"owner") == owner]
         more = len(rest) > query.page_size
         return TaskPage(records, len(matching),
                         encode_page_token(records[-1]) if more and records else "")
@@ -496,19 +569,67 @@ class RedisStore(TaskStore):
     # ------------------------------------------------------------ retention
 
     def purge(self, updated_before: str) -> int:
-        """Finished tasks expire by themselves; this sweeps their index entries."""
+        """Finished tasks expire by themselves; this sweeps their index entries (and
+        deletes what has no expiry: tasks that finished before the TTL was set)."""
         gone = 0
         cutoff = _score(updated_before)
-        for key in self._redis.scan_iter(f"{self.prefix}:idx:*"):
+        start = f"{self.prefix}:owned:"
+        for key in self._redis.scan_iter(match=_glob(start) + "*", count=1000):
+            try:
+                tenant, owner = split_key(key.decode()[len(start):])
+            except ValueError:
+                continue  # not ours: a key of a store whose prefix starts with ours
             for raw in self._redis.zrangebyscore(key, "-inf", cutoff):
                 task_id = raw.decode()
-                state = self._redis.hget(self._key("task", task_id), "state")
-                if state is None or state.decode() in _TERMINAL:
-                    self._redis.delete(*(self._key(kind, task_id)
-                                         for kind in ("task", "log", "push", "pushorder")))
-                    self._redis.zrem(key, task_id)
-                    gone += 1
+                gone += self._sweep(
+                    keys=[*(self._key(kind, task_id) for kind in ("task", "log", "push",
+                                                                    "pushorder")), key],
+                    args=[task_id, tenant, owner, updated_before, *_TERMINAL])
         return gone
+
+    # ------------------------------------------------------------ the layout of 0.1.0
+
+    def _upgrade(self) -> None:
+        """Move the indexes of 0.1.0 to their unambiguous keys, once per store.
+
+        An index of 0.1.0, ``{p}:idx:{tenant}:{owner}``, may hold the tasks of
+        several callers (``:github`` + ``alice`` and ``""`` + ``github:alice``),
+        so each entry goes to the index of its task's own tenant and owner, read
+        from the task's hash (:meth:`_move_index`).  The first process to open the
+        store moves them all; others opening it meanwhile go on at once, and each
+        ListTasks first moves the old index its query names, if one is left (so
+        nothing is missing while the move runs, or when a 0.1.0 process still
+        writes during a rolling upgrade).  Moving is idempotent: a move cut short
+        is finished by the next process to open the store.
+        """
+        if self._redis.get(self._layout) == LAYOUT:
+            return
+        if not self._redis.set(self._layout, "moving", nx=True, ex=UPGRADE_LOCK):
+            return  # another process moves them
+        for key in self._redis.scan_iter(match=_glob(f"{self.prefix}:idx:") + "*", count=1000):
+            self._move_index(key)
+        self._redis.set(self._layout, LAYOUT)
+
+    def _move_index(self, old: Union[str, bytes]) -> None:
+        """Move the entries of an index of 0.1.0 to the indexes of their tasks'
+        own tenants and owners; entries of tasks that are gone are dropped."""
+        while True:
+            ids = self._redis.zrange(old, 0, MOVE_BATCH - 1)
+            if not ids:
+                return  # (Redis deletes a sorted set when its last entry goes)
+            pipe = self._redis.pipeline(transaction=False)
+            for task_id in ids:
+                pipe.hmget(self._key("task", task_id.decode()), "tenant", "owner",
+                           "updated_at")
+            rows = pipe.execute()
+            pipe = self._redis.pipeline(transaction=False)
+            for task_id, (tenant, owner, updated) in zip(ids, rows):
+                if tenant is not None:
+                    pipe.zadd(self._index(tenant.decode(), owner.decode()),
+                              {task_id: _score(updated.decode())})
+            # Added before removed: an entry is always in one index or the other.
+            pipe.zrem(old, *ids)
+            pipe.execute()
 
     def close(self) -> None:
         super().close()

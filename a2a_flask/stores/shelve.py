@@ -52,6 +52,7 @@ from .base import (
     TaskQuery,
     TaskRecord,
     TaskStore,
+    belongs,
     decode_page_token,
     encode_page_token,
     fold,
@@ -363,9 +364,12 @@ class ShelveStore(TaskStore):
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         cursor = decode_page_token(query.page_token) if query.page_token else None
         found = self._read(lambda: self._page(query, cursor))
-        records = [self._record(each) for each in found[0]]
+        # The total is the index's: it is keyed by the tenant and owner of the
+        # entries it lists, kept under one lock with them.
+        records = [r for r in map(self._record, found[0]) if belongs(r, query)]
         more = found[2]
-        return TaskPage(records, found[1], encode_page_token(records[-1]) if more else "")
+        return TaskPage(records, found[1],
+                        encode_page_token(records[-1]) if more and records else "")
 
     def _page(self, query: TaskQuery, cursor: Optional[Tuple[str, str]]) -> Tuple[Any, int, bool]:
         keys = self._order.get((query.tenant, query.owner), [])

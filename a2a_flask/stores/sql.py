@@ -51,6 +51,7 @@ from .base import (
     TaskQuery,
     TaskRecord,
     TaskStore,
+    belongs,
     decode_page_token,
     encode_page_token,
     fold,
@@ -528,7 +529,7 @@ class SQLStore(TaskStore):
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         t = self.tasks.c
-        where = [t.tenant == query.tenant, t.owner == query.owner]
+        where = [*self._exactly(t.tenant, query.tenant), *self._exactly(t.owner, query.owner)]
         if query.context_id:
             where.append(t.context_id == query.context_id)
         if query.state is not None:
@@ -548,9 +549,18 @@ class SQLStore(TaskStore):
                                 .limit(query.page_size + 1)).all()
             page = rows[:query.page_size]
             tails = self._tails(conn, page)
-        records = [self._fold(row, tails[row.id]) for row in page]
+        records = [r for r in (self._fold(row, tails[row.id]) for row in page)
+                   if belongs(r, query)]
         more = len(rows) > query.page_size
-        return TaskPage(records, total, encode_page_token(records[-1]) if more else "")
+        return TaskPage(records, total, encode_page_token(records[-1]) if more and records else "")
+
+    def _exactly(self, column: Any, value: str) -> List[Any]:
+        """``column = value``, byte for byte.  MySQL's and MariaDB's ``utf8mb4_bin``
+        pads with spaces before it compares (``'alice' = 'alice '``): there the
+        lengths must match too.  The index on the column still serves the search."""
+        if self.postgres:  # COLLATE "C": exact already
+            return [column == value]
+        return [column == value, sa.func.length(column) == len(value.encode())]
 
     # ------------------------------------------------------------ push targets
 

@@ -34,6 +34,7 @@ from .base import (
     TaskQuery,
     TaskRecord,
     TaskStore,
+    belongs,
     decode_page_token,
     encode_page_token,
     fold,
@@ -300,9 +301,9 @@ class SQLiteStore(TaskStore):
             f"SELECT {_COLUMNS} FROM {_TASKS} WHERE {condition} ORDER BY updated_at DESC, id DESC LIMIT ?",
             tuple(page_args) + (query.page_size + 1,),
         )
-        records = [self._record(row) for row in rows[:query.page_size]]
+        records = [r for r in map(self._record, rows[:query.page_size]) if belongs(r, query)]
         more = len(rows) > query.page_size
-        return TaskPage(records, total, encode_page_token(records[-1]) if more else "")
+        return TaskPage(records, total, encode_page_token(records[-1]) if more and records else "")
 
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         with self._transaction() as db:
