@@ -17,6 +17,7 @@ import pytest
 import requests
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
+from werkzeug.test import EnvironBuilder
 
 from a2a_flask import A2A, AgentInterface
 from a2a_flask.client import A2AClient
@@ -93,12 +94,18 @@ def test_the_default_port_is_dropped_and_the_host_lower_cased(make_app):
         "port-99999", "two-ports", "port-name", "path", "space", "query", "non-ascii",
         "zone-id", "open-bracket", "leading-hyphen", "long-label", "too-long"])
 def test_a_malformed_host_gets_400_and_no_card(make_app, host):
-    client = make_app(store="memory://").test_client()
-    response = client.get(CARD, environ_overrides={"HTTP_HOST": host})
-    assert_refused(response)
-    if response.mimetype == "application/json":  # our answer (not werkzeug's own 400)
-        assert response.get_json()["error"]["status"] == "INVALID_ARGUMENT"
-        assert "Host header" in response.get_json()["error"]["message"]
+    app = make_app(store="memory://")
+    # Straight through WSGI: werkzeug 2.2's test client itself chokes on "[::1" while
+    # rebuilding the request's URL after the answer.
+    environ = EnvironBuilder(path=CARD).get_environ()
+    environ["HTTP_HOST"] = host
+    started = []
+    body = b"".join(app(environ, lambda status, headers, *_: started.append((status, headers))))
+    status, headers = started[0]
+    assert status.startswith("400 ") and b"supportedInterfaces" not in body, (status, body)
+    if ("Content-Type", "application/json") in headers:  # ours, not werkzeug's own 400
+        error = json.loads(body)["error"]
+        assert error["status"] == "INVALID_ARGUMENT" and "Host header" in error["message"]
 
 
 def test_trusted_hosts_refuses_every_other_host(make_app):
@@ -188,6 +195,7 @@ def test_a_public_url_that_is_no_http_url_stops_init_app(value):
     assert not app.extensions.get("a2a")
 
 
+@pytest.mark.filterwarnings("ignore:Current server name")  # Flask < 3.1, on its way to 404
 def test_server_name_fixes_the_host_whatever_the_host_header(make_app):
     app = make_app(store="memory://")
     app.config["SERVER_NAME"] = "agents.example:8443"
