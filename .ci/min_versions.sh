@@ -78,4 +78,4 @@ sed 's/^/  /' "$CONSTRAINTS"
 "$PY" -m pytest -q -p no:cacheprovider \
   tests/test_push_guard.py tests/test_push_pin.py tests/test_push_headers.py \
   tests/test_stores.py tests/test_shelve_log.py tests/test_kill9.py tests/test_keeper.py \
-  tests/test_server.py tests/test_push_server.py
+  tests/test_server.py tests/test_push_server.py tests/test_card_origin.py

@@ -37,8 +37,9 @@ class Settings:
 
     #: Where the JSON-RPC endpoint is mounted; the REST binding lives under ``<prefix>/rest``.
     url_prefix: str = "/a2a"
-    #: The public base URL (``https://agents.example.com``) used in the card behind a proxy;
-    #: empty means "the URL the request came in on".
+    #: The public base URL (``https://agents.example.com``) of the card's links; empty: Flask's
+    #: ``SERVER_NAME``, else the request's ``Host`` if well-formed and in ``TRUSTED_HOSTS``
+    #: (when set).  Only a card with configured URLs is signed.
     public_url: str = ""
     #: The task store, as a URL: ``memory://`` (per process), ``shelve:///path/to/file``
     #: or ``sqlite:///path/to/file.db`` (one host; missing folders are created),

@@ -211,8 +211,9 @@ class Server:
 
     def __init__(self, app_spec: str, *, workers: int = 1, worker_class: str = "gevent",
                  env: Optional[Dict[str, str]] = None, extra_args: Optional[List[str]] = None,
-                 allow_blocking: bool = False, graceful_timeout: float = 2) -> None:
-        self.port = free_port()
+                 allow_blocking: bool = False, graceful_timeout: float = 2,
+                 port: Optional[int] = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.allow_blocking = allow_blocking
         cmd = [sys.executable, "-m", "gunicorn", "-k", worker_class, "-w", str(workers),

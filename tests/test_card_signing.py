@@ -20,7 +20,7 @@ from a2a_flask.signing.cards import (  # noqa: E402
 )
 from a2a_flask.client import A2AClient, CardVerificationError  # noqa: E402
 
-from .helpers import Server, validate_card  # noqa: E402
+from .helpers import Server, free_port, validate_card  # noqa: E402
 
 
 def test_canonical_json_follows_rfc_8785():
@@ -72,14 +72,20 @@ def test_a_forged_alg_none_signature_is_refused():
         verify_card(card, signer.jwks())
 
 
-def test_the_served_card_is_signed_and_the_client_checks_it(tmp_path):
+def pem_key() -> str:
     key = ec.generate_private_key(ec.SECP256R1())
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption())
-    env = {"FLASK_A2A_CARD_SIGNING_KEY": pem.decode()}
-    with Server("examples.echo_agent:app", env=env) as server:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def test_the_served_card_is_signed_and_the_client_checks_it():
+    port = free_port()
+    env = {"FLASK_A2A_CARD_SIGNING_KEY": pem_key(),
+           "FLASK_A2A_PUBLIC_URL": f"http://127.0.0.1:{port}"}
+    with Server("examples.echo_agent:app", env=env, port=port) as server:
         card = requests.get(server.url + "/.well-known/agent-card.json", timeout=10).json()
         validate_card(card)
+        assert card["supportedInterfaces"][0]["url"] == server.url + "/a2a"
         jwks = requests.get(server.url + "/a2a/.well-known/jwks.json", timeout=10).json()
         assert verify_card(card, jwks)["alg"] == "ES256"
         with A2AClient.connect(server.url, card_keys=jwks) as agent:

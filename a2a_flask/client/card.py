@@ -16,9 +16,16 @@ list every interface it offers:
 
 Interfaces this client speaks rank 1.0 (JSON-RPC or HTTP+JSON, in card order),
 then 0.3 JSON-RPC, then 0.1 JSON-RPC.  ``prefer`` reorders or forces them.
+
+A card may send the client to another origin than the URL it was asked for (a
+card on the web site, the API on its own host; a client inside the network
+reaching a card that names the public address): that is followed, because it
+is legitimate, but where credentials would go along and no trusted signature
+vouches for the card, :func:`warn_other_origin` says so in the log.
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from urllib.parse import urljoin, urlsplit
@@ -237,6 +244,36 @@ def _legacy_card(card: Dict[str, Any], interfaces: List[m.AgentInterface]) -> m.
     )
 
 
+# ------------------------------------------------------------------ origins
+
+log = logging.getLogger("a2a_flask.client")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of a URL, the scheme's default port filled in."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    try:
+        port = parts.port
+    except ValueError:  # not a port: the origin is whatever the rest says
+        port = None
+    return f"{scheme}://{parts.hostname or ''}:{port or _DEFAULT_PORTS.get(scheme, '')}"
+
+
+def warn_other_origin(asked: str, interface_url: str) -> bool:
+    """Log a warning (and return True) when ``interface_url``, taken from an unsigned
+    card, lies at another origin than ``asked``, the URL the caller gave with credentials."""
+    if origin(asked) == origin(interface_url):
+        return False
+    # repr(): the card's text is the agent's choice, kept to one line in the log.
+    log.warning("The agent card for %r sends this client to another origin, %r, with the "
+                "token and headers given to connect(). Connect with that URL if it is the "
+                "agent's, or pass card_keys= to accept only a card the agent signed.",
+                origin(asked)[:300], origin(interface_url)[:300])
+    return True
+
+
 # ------------------------------------------------------------------ choosing
 
 
@@ -281,4 +318,5 @@ def choose(interfaces: Sequence[m.AgentInterface], prefer: Prefer = None) -> m.A
 
 
 __all__ = ["fetch_card", "NoAgentError", "read_card", "interfaces_of", "choose", "generation", "binding_name",
-           "card_generation", "matches", "speaks", "JSONRPC", "HTTP_JSON"]
+           "card_generation", "matches", "speaks", "origin", "warn_other_origin", "JSONRPC",
+           "HTTP_JSON"]

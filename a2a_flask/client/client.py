@@ -14,7 +14,7 @@ import requests
 
 from ..protocol import models as m
 from .card import (Prefer, binding_name, choose, fetch_card, generation, interfaces_of,
-                   read_card)
+                   read_card, warn_other_origin)
 from .errors import A2AClientError, CardVerificationError
 from .jsonrpc import JsonRpcTransport
 from .legacy import V01Transport, V03Transport
@@ -106,6 +106,8 @@ class A2AClient:
                 _verify_card(raw, card_keys, card_url)
             card = read_card(raw, card_url)
             iface = choose(interfaces_of(raw, card_url, fallback=True), prefer)
+            if sent and card_keys is None:
+                warn_other_origin(url, iface.url)
         except BaseException:
             if own:
                 session.close()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -114,7 +115,11 @@ class RenderedCard:
 
 
 class CardRenderer:
-    """Renders the card for a base URL once and remembers the result."""
+    """Renders the card for a base URL and remembers the last few results."""
+
+    #: Rendered cards kept: each base URL is one entry, and the least recently served
+    #: goes first, so Host headers chosen by clients cannot grow it.
+    CACHE_SIZE = 32
 
     def __init__(self, card: AgentCard, endpoints: List[Endpoint], signer: Any = None,
                  legacy: bool = True) -> None:
@@ -122,9 +127,10 @@ class CardRenderer:
         self.endpoints = endpoints
         #: Add the 0.3/0.1 members (:func:`union_card`); False: the pure 1.0 card.
         self.legacy = legacy
-        #: Signs each rendered card (:class:`~a2a_flask.signing.cards.CardSigner`), or None.
+        #: Signs the cards :meth:`render` is asked to sign
+        #: (:class:`~a2a_flask.signing.cards.CardSigner`), or None.
         self.signer = signer
-        self._cache: Dict[str, RenderedCard] = {}
+        self._cached = functools.lru_cache(maxsize=self.CACHE_SIZE)(self._render)
 
     def interfaces(self, base_url: str) -> List[AgentInterface]:
         if self.card.supported_interfaces:
@@ -133,18 +139,22 @@ class CardRenderer:
                                protocol_version=version)
                 for binding, version, path in self.endpoints]
 
-    def render(self, base_url: str) -> RenderedCard:
-        """The card for clients reaching the agent at ``base_url`` (scheme, host, prefix)."""
-        rendered = self._cache.get(base_url)
-        if rendered is None:
-            card = dataclasses.replace(self.card, supported_interfaces=self.interfaces(base_url))
-            served = encode(card)
-            if self.legacy:
-                served = union_card(served)
-            if self.signer is not None:  # the URLs are part of what is signed
-                served = self.signer.signed(served)
-            body = json.dumps(served, separators=(",", ":")).encode()
-            rendered = RenderedCard(body, '"%s"' % hashlib.sha256(body).hexdigest()[:32])
-            if len(self._cache) < 64:  # bounded: Host headers come from clients
-                self._cache[base_url] = rendered
-        return rendered
+    def render(self, base_url: str, sign: bool) -> RenderedCard:
+        """The card for clients reaching the agent at ``base_url`` (scheme, host, prefix);
+        signed when ``sign`` and there is a signer (the URLs are part of what is signed,
+        so only a base URL the operator configured may be)."""
+        return self._cached(base_url, sign and self.signer is not None)
+
+    def cached(self) -> int:
+        """How many rendered cards are kept now."""
+        return self._cached.cache_info().currsize
+
+    def _render(self, base_url: str, sign: bool) -> RenderedCard:
+        card = dataclasses.replace(self.card, supported_interfaces=self.interfaces(base_url))
+        served = encode(card)
+        if self.legacy:
+            served = union_card(served)
+        if sign:
+            served = self.signer.signed(served)
+        body = json.dumps(served, separators=(",", ":")).encode()
+        return RenderedCard(body, '"%s"' % hashlib.sha256(body).hexdigest()[:32])

@@ -20,6 +20,8 @@ from flask import Blueprint, Flask, Response, current_app, request
 from .. import dialects
 from . import jsonrpc, observing, rest, routes
 from .auth import Authentication, Authenticator
+from .card_origin import CardOrigin, Source, card_origin, check_public_url
+from ..protocol.errors import A2AError
 from ..protocol.cards import CardRenderer, Endpoint, check_card, with_default_capabilities, with_security
 from ..config import Settings
 from ..engine.executor import Executor, invoke
@@ -73,23 +75,34 @@ class AgentState:
             self.service.push.transport.close()
         self._release_store()
 
+    def card_origin(self) -> CardOrigin:
+        """Where the current request's card points, and what chose it (see
+        :mod:`a2a_flask.web.card_origin`); HTTP 400 for a bad or untrusted ``Host``."""
+        return card_origin(self.settings.public_url, self.settings.url_prefix,
+                           declared=bool(self.renderer.card.supported_interfaces))
+
     def base_url(self) -> str:
-        """Scheme, host and mount point clients use to reach this agent."""
-        root = self.settings.public_url or request.host_url.rstrip("/") + request.script_root
-        return root + self.settings.url_prefix
+        """Scheme, host, mount point and prefix clients use to reach this agent."""
+        return self.card_origin().base_url
 
     def card_response(self) -> Response:
         """The public card with caching headers; 304 when the client's copy is current."""
         # Health checks often fetch the card: let them start this worker's keeper too
         # (it resumes webhook deliveries and reaps orphaned tasks after a restart).
         self.service.runtime.ensure_keeper()
-        rendered = self.renderer.render(self.base_url())
+        try:
+            origin = self.card_origin()
+        except A2AError as exc:
+            return routes.error_response(exc)
+        rendered = self.renderer.render(origin.base_url, sign=origin.signable)
         headers = {
             "Cache-Control": f"public, max-age={self.settings.card_max_age}",
             "ETag": rendered.etag,
             "Last-Modified": self.card_modified,
             "Access-Control-Allow-Origin": "*",
         }
+        if origin.source is Source.HOST_HEADER:  # a shared cache must keep one per host
+            headers["Vary"] = "Host"
         if request.if_none_match.contains_weak(rendered.etag.strip('"')):
             return Response(status=304, headers=headers)
         return Response(rendered.body, mimetype="application/json", headers=headers)
@@ -165,6 +178,7 @@ class A2A:
             raise RuntimeError(f"an A2A agent named {self.name!r} is already registered; "
                                "pass name=... to give each agent its own")
         settings = Settings.from_config(app.config, **self._overrides)
+        check_public_url(settings.public_url)
         if settings.gc_full_every:
             collect_fully_every(settings.gc_full_every)
         auth = Authentication(self.authenticators, required=settings.auth_required)
@@ -201,7 +215,7 @@ class A2A:
         service.limits = Limits(settings.max_parts, settings.max_file_size,
                                 settings.max_streams_per_caller,
                                 settings.max_anonymous_streams)
-        renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings),
+        renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings, card),
                                 legacy=bool(settings.legacy_card))
         state = AgentState(self.name, settings, service, renderer, auth, release_store)
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
@@ -222,9 +236,15 @@ class A2A:
         """Where the signing keys are published, when the public URL is known up front."""
         return settings.public_url + settings.url_prefix + JWKS_PATH if settings.public_url else ""
 
-    def _card_signer(self, settings: Settings) -> Any:
+    def _card_signer(self, settings: Settings, card: AgentCard) -> Any:
         if settings.card_signing_key is None:
             return None
+        if not settings.public_url and not card.supported_interfaces:
+            log.warning(
+                "A2A agent %r has A2A_CARD_SIGNING_KEY but no A2A_PUBLIC_URL: its card's "
+                "URLs come from each request, so the card is served unsigned. Set "
+                "A2A_PUBLIC_URL to the agent's public base URL (https://agents.example.com) "
+                "to sign it.", self.name)
         from ..signing.cards import CardSigner
 
         return CardSigner(settings.card_signing_key, jwks_url=self._jwks_url(settings))
