@@ -25,13 +25,15 @@ from a2a_flask.protocol.models import (
     TaskState,
     TaskStatus,
     TaskStatusUpdateEvent,
+    new_id,
 )
 from a2a_flask.push.delivery import TASK_PUSH_RATIO, RetryPolicy
 from a2a_flask.push.transport import WebhookResponse
 from a2a_flask.stores import MemoryStore
 from a2a_flask.stores.base import Event, PushTarget, TaskRecord
 
-from .test_push import _dispatcher, _RecordingTransport
+from .helpers import WebhookReceiver, rpc
+from .test_push import FAST, PUSH, V03, _dispatcher, _RecordingTransport, result
 
 TASK = "t1"
 
@@ -227,3 +229,37 @@ def test_a_webhook_registered_midway_gets_what_happens_from_then_on(dialect):
     if dialect == "0.3":
         assert _text(transport.bodies[0]).endswith("chunk number 5 ")
         assert json.loads(transport.bodies[1])["status"]["state"] == "completed"
+
+
+# ---------------------------------------------------------------- end to end
+
+
+def test_a_03_push_carries_the_history_cut_to_max_history(make_app):
+    """The push is the stored task, whose history the runtime keeps to
+    A2A_MAX_HISTORY messages (a fold of the whole log kept every turn)."""
+    turns: List[str] = []
+
+    def asker(ctx):
+        turns.append(ctx.text)  # the history itself keeps two messages
+        if len(turns) < 4:
+            ctx.ask(f"and then? ({len(turns)})")
+        else:
+            ctx.complete("that is all")
+
+    with WebhookReceiver() as receiver:
+        client = make_app(asker, **PUSH, **FAST, max_history=2).test_client()
+        task_id = ""
+        for turn in range(4):
+            params: Dict[str, Any] = {"message": {
+                "kind": "message", "role": "user", "messageId": new_id(),
+                "parts": [{"kind": "text", "text": f"turn {turn}"}]}}
+            if task_id:
+                params["message"]["taskId"] = task_id
+            else:
+                params["configuration"] = {"pushNotificationConfig": {"url": receiver.hook()}}
+            task_id = result(rpc(client, "message/send", params, headers=V03))["id"]
+        pushes = receiver.wait_for(lambda got: any(
+            p["json"]["status"]["state"] == "completed" for p in got))
+    for push in pushes:
+        assert len(push["json"].get("history", [])) <= 2, push["json"]
+    assert pushes[-1]["json"]["history"][-1]["parts"][0]["text"] == "turn 3"
