@@ -283,7 +283,7 @@ class PushDispatcher:
 
     def _deliver_entries(self, task_id: str, seq: int, targets: List[PushTarget],
                          renderers: Dict[str, PayloadRenderer], retry_at: Dict[str, float],
-                         claim: "_Claim") -> None:
+                         claim: _Claim) -> None:
         """One pass over the log from the earliest cursor up to ``seq`` (the head
         the round saw, so that events written meanwhile wait for a round that
         looks at the targets again): each target gets its entries in order until
@@ -338,7 +338,7 @@ class PushDispatcher:
 
     def _deliver_tasks(self, task_id: str, seq: int, settled: bool, targets: List[PushTarget],
                        renderers: Dict[str, PayloadRenderer], backlogs: Dict[str, _Backlog],
-                       retry_at: Dict[str, float], claim: "_Claim") -> None:
+                       retry_at: Dict[str, float], claim: _Claim) -> None:
         """Push whole-task webhooks the task as it is now: one push for all the
         events since each one's cursor, which moves to the record's last event."""
         record = self.store.load(task_id)
@@ -391,7 +391,7 @@ class PushDispatcher:
             log.debug("webhook %s of task %s failed", shown_url(target.config.url), task_id,
                       exc_info=True)
         else:
-            if outcome is None or body is None:
+            if body is None or outcome is None:  # nothing to send for these events
                 self._advance(task_id, target, seq)
                 return 0
             if 200 <= outcome.status < 300:
@@ -460,7 +460,6 @@ class PushDispatcher:
         signals.send(signals.push_failed, self.sender, task_id=task_id, config_id=target.config.id,
                                  url=target.config.url, seq=seq, status=status, attempt=attempt,
                                  error=error, gave_up=target.gave_up)
-
 
 
 def _shown(entry: LogEntry) -> bool:
