@@ -6,7 +6,6 @@ gunicorn and restarts.  The guard and the transport have their own tests.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import subprocess
@@ -177,7 +176,10 @@ def test_rest_registration_delivers_stream_responses(make_app, receiver):
 # ---------------------------------------------------------------- 0.3 and 0.1
 
 
-def test_a_03_webhook_gets_the_whole_task_after_each_event(make_app, receiver):
+def test_a_03_webhook_gets_the_whole_task_as_it_grows(make_app, receiver):
+    """Each push is the whole task as it is when sent, standing for the events
+    since the last (how many pushes depends on how far behind the webhook fell;
+    test_push_tasks.py counts them); the last is the finished task."""
     client = make_app(chunky, **PUSH, **FAST).test_client()
     body = rpc(client, "message/send", {
         "message": {"kind": "message", "role": "user", "messageId": new_id(),
@@ -191,11 +193,14 @@ def test_a_03_webhook_gets_the_whole_task_after_each_event(make_app, receiver):
     for push in pushes:
         validate(push["json"], "Task", "v0.3")
         assert push["json"]["kind"] == "task" and push["json"]["id"] == task_id
-    assert [p["json"]["status"]["state"] for p in pushes] == [
-        "submitted", "working", "working", "working", "working", "completed"]
+    order = ["submitted", "working", "completed"]
+    states = [p["json"]["status"]["state"] for p in pushes]
+    assert states == sorted(states, key=order.index) and states[-1] == "completed"
     texts = ["".join(part["text"] for a in p["json"].get("artifacts", []) for part in a["parts"])
              for p in pushes]
-    assert texts == ["", "", "alpha ", "alpha beta ", "alpha beta gamma", "alpha beta gamma"]
+    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
+    assert texts[-1] == "alpha beta gamma"
+    assert len(pushes) <= 6  # never more than one per event
     assert pushes[0]["headers"]["Authorization"] == "Bearer c03"
     assert pushes[0]["headers"]["X-A2A-Notification-Token"] == "t03"
     assert pushes[0]["headers"]["Content-Type"] == "application/json"
@@ -554,23 +559,19 @@ def test_a_long_delivery_pass_renews_its_claim():
     assert store.claim("push:t1", "someone-else", 1.0)  # released at the end
 
 
-@pytest.mark.parametrize("dialect", ["1.0", "0.3"])
-def test_a_log_longer_than_a_read_slice_is_delivered_whole(dialect):
-    """The store hands the log over in slices; a 0.3 webhook, which gets the whole
-    task after each event, folds it across them."""
+def test_a_log_longer_than_a_read_slice_is_delivered_whole():
+    """The store hands the log over in slices (test_push_tasks.py reads a 0.3
+    webhook's burst across them)."""
     store = MemoryStore()
     store.read_slice = 4
     _task_with_log(store, "t1", 12, append=True)
-    target = store.push_targets("t1")[0]
-    store.put_push_target("t1", dataclasses.replace(target, dialect=dialect))
     transport = _RecordingTransport(delay=0)
     _dispatcher(store, transport, claim_ttl=1.0)._drain("t1")
     assert len(transport.bodies) == 13
     assert store.push_targets("t1")[0].delivered_seq == 13
-    if dialect == "0.3":
-        last = json.loads(transport.bodies[-1])
-        assert [part["text"] for part in last["artifacts"][0]["parts"]] == [
-            str(i) for i in range(12)]
+    texts = [json.loads(body)["artifactUpdate"]["artifact"]["parts"][0]["text"]
+             for body in transport.bodies[1:]]
+    assert texts == [str(i) for i in range(12)]
 
 
 def test_a_delivery_drain_reads_the_head_not_the_record(tmp_path):

@@ -26,9 +26,10 @@ _VERSION = re.compile(r"^\s*(\d{1,9})\.(\d{1,9})(?:\.\d{1,9})?\s*$")
 StreamRenderer = Callable[[Any], Callable[[Any], Optional[Any]]]
 
 
-#: Makes the payload renderer of one webhook delivery run: ``(log entry, task
-#: after it)`` -> the JSON body of one push, or None to skip the event.  The task
-#: is only given to dialects that send whole tasks (0.3).
+#: Makes the payload renderer of one webhook delivery run: ``(log entry, None)``
+#: -> the JSON body of that event's push, or None to skip the event.  Dialects
+#: that push whole tasks (0.3) are called ``(None, task)`` instead, with the task
+#: as it is when sent: one push stands for every event since the last.
 PushRenderer = Callable[[Any], Callable[[Any, Any], Optional[Any]]]
 
 

@@ -312,5 +312,6 @@ def stream_renderer(stream: StreamContext) -> Callable[[LogEntry], Dict[str, Any
 DIALECT = Dialect(VERSION, METHODS, stream_renderer)
 # The 0.1 methods join this table (see v01); 0.2 is served as 0.3.
 register(DIALECT, aliases=("0.2",))
-# A 0.3 push is the whole task as it is after the event (the 0.3 spec's example).
+# A 0.3 push is the whole task (the 0.3 spec's example), as it is when sent: one
+# push stands for every event since the webhook's last (push/delivery.py).
 register_push(VERSION, lambda stream: lambda item, task: task and task_out(task))

@@ -2,8 +2,7 @@
 folding events into task snapshots (what a task looks like after each event).
 
 Pure functions of the models, shared by the engine (which stores the snapshot
-with every append), push delivery (0.3 webhooks carry the whole task) and any
-store that rebuilds a snapshot from its log.
+with every append) and any store that rebuilds a snapshot from its log.
 """
 from __future__ import annotations
 

@@ -14,9 +14,19 @@ holding up the task's other webhooks; after ``max_attempts`` failures in a row
 the webhook is given up on (reported by log and signal; registering it again
 resets it).  A crash between a send and its cursor update means that event is
 sent again: receivers dedupe by task id and event.
+
+A 0.3 webhook gets the whole task, not the event, so one push stands for
+every event since its last: it gets the task as it is when sent (the stored
+record, whose history the runtime cut to ``A2A_MAX_HISTORY``), and its cursor
+moves to the last event that record holds.  A push per event would cost the
+task's size per event, O(n^2) bytes for a stream of n chunks; so a push also
+waits until the events it stands for have paid for it (see
+:data:`TASK_PUSH_RATIO`), except when the task settled (terminal, or waiting
+for input or auth), which is always pushed at once.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import threading
@@ -28,8 +38,7 @@ from .. import signals
 from ..observe.context import scoped, shown_url
 from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable
-from ..protocol.events import apply_event
-from ..protocol.jsontext import json_text
+from ..protocol.jsontext import json_text, stream_response_text
 from ..protocol.models import Message, Role, Task
 from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
 from .guard import UnsafeWebhookError
@@ -45,8 +54,17 @@ IDLE_POLL = 0.5
 #: backoff's own ceiling: the receiver knows when it can take the push.
 MAX_RETRY_AFTER = 3600.0
 
-#: ``log entry, task after it`` -> the JSON body for one webhook, or None to skip.
+#: ``(log entry, None)`` -> the JSON body of one event's push, or None to skip it;
+#: for dialects that push whole tasks (0.3), ``(None, latest task)`` -> the body.
 PayloadRenderer = Callable[[Any, Optional[Task]], Optional[Any]]
+
+#: A push to a 0.3 webhook (the whole task) waits until the events it stands for,
+#: counted as a 1.0 webhook is sent them (their StreamResponse text) and times
+#: this, add up to the size of the webhook's last push.  So a 0.3 webhook gets at
+#: most about this many times the bytes a 1.0 webhook gets for the same events,
+#: plus the pushes of settled states (one per turn of the task); a short task is
+#: still pushed event by event, a long stream less often as its task grows.
+TASK_PUSH_RATIO = 2
 
 
 @dataclass
@@ -65,6 +83,55 @@ class RetryPolicy:
         webhooks that failed together do not retry together)."""
         ceiling: float = min(self.max_delay, self.base_delay * 2 ** max(0, failures - 1))
         return ceiling / 2 + random.uniform(0, ceiling / 2)
+
+
+@dataclass
+class _Backlog:
+    """What one drain knows of a whole-task (0.3) webhook's unsent events."""
+
+    #: The log is accounted for up to this entry.
+    counted: int
+    #: The cursor this drain last saw the webhook at (another value: it was registered again).
+    cursor: int
+    #: Bytes its next pushes may take: earned by the events they stand for, spent by pushes.
+    credit: int = 0
+    #: Whether an event after its cursor is one a push shows (user turns are not).
+    news: bool = False
+    #: The size of its last push: about what the next will cost.
+    last_size: int = 0
+
+    def ready(self, settled: bool) -> bool:
+        """Whether a push (or, with no news, a cursor move) is due now."""
+        return not self.news or settled or self.credit >= self.last_size
+
+    def spent(self, size: int, forced: bool) -> None:
+        """A push of ``size`` bytes went out; a settled state's (``forced``) leaves no debt."""
+        self.credit -= size
+        if forced:
+            self.credit = max(self.credit, 0)
+        self.last_size, self.news = size, False
+
+
+class _Claim:
+    """A drain's claim on a task's deliveries (one process sends them at a time)."""
+
+    def __init__(self, store: TaskStore, key: str, owner: str, ttl: float) -> None:
+        self.store, self.key, self.owner, self.ttl = store, key, owner, ttl
+        self.renewed = time.monotonic()
+
+    def renew(self) -> bool:
+        """Claim it for another ``ttl``; False if someone else holds it now."""
+        self.renewed = time.monotonic()
+        return self.store.claim(self.key, self.owner, self.ttl)
+
+    def kept(self) -> bool:
+        """For a long pass: renew once a third of its lifetime passed; False if lost."""
+        return time.monotonic() - self.renewed <= self.ttl / 3 or self.renew()
+
+
+def whole_task(target: PushTarget) -> bool:
+    """Whether a webhook is pushed the whole task rather than each event (0.3)."""
+    return target.dialect == "0.3"
 
 
 class PushDispatcher:
@@ -147,9 +214,11 @@ class PushDispatcher:
 
     def _deliver(self, task_id: str, key: str, owner: str) -> None:
         renderers: Dict[str, PayloadRenderer] = {}
+        backlogs: Dict[str, _Backlog] = {}  # whole-task webhooks: config id -> backlog
         retry_at: Dict[str, float] = {}  # config id -> when its next attempt is due
         idle_at: Optional[int] = None  # the seq at which the last wait returned with no news
         # The caller holds the claim; each round ends by renewing it.
+        claim = _Claim(self.store, key, owner, self.claim_ttl)
         while not self.store.closed:
             # The head is all a round needs: a load would fold a long stream's
             # recent chunks once per round.
@@ -158,12 +227,23 @@ class PushDispatcher:
             if head is None or not targets:
                 return
             seq, state = head
-            pending = [t for t in targets if t.delivered_seq < seq]
+            tasked = [t for t in targets if whole_task(t)]
+            if tasked:
+                self._account(task_id, seq, tasked, backlogs)
+            # A whole-task webhook whose push has not been paid for yet waits for
+            # more events, as one that is caught up does.
+            pending = [t for t in targets if t.delivered_seq < seq and (
+                not whole_task(t) or backlogs[t.config.id].ready(state.settled))]
             now = time.monotonic()
             due = [t for t in pending if retry_at.get(t.config.id, 0.0) <= now]
             if due:
-                self._deliver_entries(task_id, seq, due, renderers, retry_at,
-                                      lambda: self._renew(key, owner))
+                events = [t for t in due if not whole_task(t)]
+                if events:
+                    self._deliver_entries(task_id, seq, events, renderers, retry_at, claim)
+                tasks = [t for t in due if whole_task(t)]
+                if tasks:
+                    self._deliver_tasks(task_id, seq, state.settled, tasks, renderers,
+                                        backlogs, retry_at, claim)
                 idle_at = None
             elif not pending and state.settled:
                 return  # all caught up; a continuation starts a new drain
@@ -184,50 +264,99 @@ class PushDispatcher:
                     self.store.wait(task_id, seq, wait)
                     if time.monotonic() - started < wait / 2:
                         idle_at = seq  # news, or an early return: the next round tells
-            if not self._renew(key, owner):
+            if not claim.renew():
                 return  # we stalled past the claim; the new holder carries on
 
-    def _renew(self, key: str, owner: str) -> bool:
-        return self.store.claim(key, owner, self.claim_ttl)
+    def _renderer(self, target: PushTarget, renderers: Dict[str, PayloadRenderer]
+                  ) -> PayloadRenderer:
+        renderer = renderers.get(target.config.id)
+        if renderer is None:
+            renderer = renderers[target.config.id] = self.renderer_for(target.dialect)()
+        return renderer
 
     def _deliver_entries(self, task_id: str, seq: int, targets: List[PushTarget],
                          renderers: Dict[str, PayloadRenderer], retry_at: Dict[str, float],
-                         renew: Callable[[], bool]) -> None:
-        """One pass over the log, up to ``seq`` (the head the round saw, so that
-        events written meanwhile wait for a round that looks at the targets
-        again): each target gets its entries in order until one fails.
+                         claim: _Claim) -> None:
+        """One pass over the log from the earliest cursor up to ``seq`` (the head
+        the round saw, so that events written meanwhile wait for a round that
+        looks at the targets again): each target gets its entries in order until
+        one fails.
 
-        A long pass renews the claim as it goes (every third of its lifetime) and
-        stops if it was lost, so that two processes never send one task's events.
+        A long pass renews the claim as it goes and stops if it was lost, so that
+        two processes never send one task's events.
         """
-        renewed = time.monotonic()
-        folds = any(t.dialect == "0.3" for t in targets)  # 0.3 pushes carry the whole task
-        start = 0 if folds else min(t.delivered_seq for t in targets)
-        task: Optional[Task] = None
         active = list(targets)
-        for entry in self.store.entries(task_id, start, seq):
+        for entry in self.store.entries(task_id, min(t.delivered_seq for t in targets), seq):
             if self.store.closed:
                 return  # the app shut down: no more sends (nor signals) from it
-            if folds:
-                task = apply_event(task, entry.event) if task is not None else _first(entry)
             for target in list(active):
                 if target.delivered_seq >= entry.seq:
                     continue
-                if time.monotonic() - renewed > self.claim_ttl / 3:
-                    if not renew():
-                        return
-                    renewed = time.monotonic()
-                renderer = renderers.get(target.config.id)
-                if renderer is None:
-                    renderer = renderers[target.config.id] = self.renderer_for(target.dialect)()
-                if not self._send(task_id, target, entry, task, renderer, retry_at):
+                if not claim.kept():
+                    return
+                render = functools.partial(_event_body, entry, self._renderer(target, renderers))
+                if self._send(task_id, target, entry.seq, render, retry_at) is None:
                     active.remove(target)  # its later events wait for the retry
             if not active:
                 return
 
-    def _send(self, task_id: str, target: PushTarget, entry: LogEntry, task: Optional[Task],
-              renderer: PayloadRenderer, retry_at: Dict[str, float]) -> bool:
-        """Send one entry to one webhook; move its cursor.  False if it must wait.
+    def _account(self, task_id: str, seq: int, targets: List[PushTarget],
+                 backlogs: Dict[str, _Backlog]) -> None:
+        """Credit whole-task webhooks with the log entries up to ``seq`` that this
+        drain has not counted yet (each entry is read once per drain)."""
+        for target in targets:
+            backlog = backlogs.get(target.config.id)
+            if backlog is None or backlog.cursor != target.delivered_seq:
+                # New to this drain, or registered again (its cursor was reset).
+                backlogs[target.config.id] = _Backlog(target.delivered_seq,
+                                                      target.delivered_seq)
+        start = min(backlogs[t.config.id].counted for t in targets)
+        if start >= seq:
+            return
+        for entry in self.store.entries(task_id, start, seq):
+            size: Optional[int] = None
+            for target in targets:
+                backlog = backlogs[target.config.id]
+                if entry.seq <= backlog.counted:
+                    continue
+                backlog.counted = entry.seq
+                if not _shown(entry):
+                    continue
+                if size is None:
+                    size = len(entry.stream_response or stream_response_text(entry.event))
+                backlog.credit += TASK_PUSH_RATIO * size
+                # Entries a push already covered (it sent a record newer than the
+                # head its round saw) earn credit but ask for no push.
+                backlog.news = backlog.news or entry.seq > target.delivered_seq
+
+    def _deliver_tasks(self, task_id: str, seq: int, settled: bool, targets: List[PushTarget],
+                       renderers: Dict[str, PayloadRenderer], backlogs: Dict[str, _Backlog],
+                       retry_at: Dict[str, float], claim: _Claim) -> None:
+        """Push whole-task webhooks the task as it is now: one push for all the
+        events since each one's cursor, which moves to the record's last event."""
+        record = self.store.load(task_id)
+        if record is None:
+            return  # deleted meanwhile: the next round finds no head
+        for target in targets:
+            if self.store.closed or not claim.kept():
+                return
+            backlog = backlogs[target.config.id]
+            if not backlog.news:
+                self._advance(task_id, target, seq)  # only user turns: nothing to show
+            else:
+                renderer = self._renderer(target, renderers)
+                render = functools.partial(_task_body, record.task, renderer)
+                size = self._send(task_id, target, record.seq, render, retry_at)
+                if size is not None:
+                    backlog.spent(size, forced=settled)
+            backlog.cursor = target.delivered_seq
+
+    def _send(self, task_id: str, target: PushTarget, seq: int,
+              render: Callable[[], Optional[bytes]], retry_at: Dict[str, float]
+              ) -> Optional[int]:
+        """Send one push, standing for the log up to ``seq``, to one webhook; move
+        its cursor.  The bytes sent (0 if the webhook gets nothing for these
+        events), or None if it must wait.
 
         Whatever goes wrong between rendering and the answer (a refused URL, a
         network error, a token the HTTP library will not put in a header) is a
@@ -238,8 +367,9 @@ class PushDispatcher:
         status: Optional[int] = None
         asked: Optional[float] = None  # the receiver's Retry-After
         outcome: Optional[WebhookResponse] = None
+        body: Optional[bytes] = None
         try:
-            body = self._render(entry, task, renderer)
+            body = render()
             if body is not None:
                 outcome = self.transport.post(target.config.url, body,
                                               self._headers(target, task_id, body))
@@ -254,29 +384,18 @@ class PushDispatcher:
             log.debug("webhook %s of task %s failed", shown_url(target.config.url), task_id,
                       exc_info=True)
         else:
-            if outcome is None:
-                self._advance(task_id, target, entry.seq)
-                return True
+            if body is None or outcome is None:  # nothing to send for these events
+                self._advance(task_id, target, seq)
+                return 0
             if 200 <= outcome.status < 300:
-                self._sent(task_id, target, entry.seq, outcome.status, attempt, outcome.elapsed)
-                return True
+                self._sent(task_id, target, seq, outcome.status, attempt, outcome.elapsed)
+                return len(body)
             error = f"HTTP {outcome.status} {outcome.reason}".strip()
             if 300 <= outcome.status < 400:
                 error += " (redirects are not followed)"
             asked = outcome.retry_after
-        self._failed(task_id, target, entry.seq, status, attempt, error, retry_at, asked)
-        return False
-
-    @staticmethod
-    def _render(entry: LogEntry, task: Optional[Task], renderer: PayloadRenderer
-                ) -> Optional[bytes]:
-        """The body for one entry, or None when this webhook gets nothing for it."""
-        if not entry.chunk and isinstance(entry.event, Message) and entry.event.role is Role.USER:
-            return None  # as streams do
-        payload = renderer(entry, task)
-        if payload is None:
-            return None
-        return json_text(payload).encode()
+        self._failed(task_id, target, seq, status, attempt, error, retry_at, asked)
+        return None
 
     def _headers(self, target: PushTarget, task_id: str, body: bytes) -> Mapping[str, str]:
         config = target.config
@@ -336,6 +455,20 @@ class PushDispatcher:
                                  error=error, gave_up=target.gave_up)
 
 
-def _first(entry: LogEntry) -> Optional[Task]:
-    """The task as the first log entry makes it (a new task's log starts with its snapshot)."""
-    return entry.event if isinstance(entry.event, Task) else None
+def _shown(entry: LogEntry) -> bool:
+    """Whether webhooks hear of a log entry: not of a user's turn (as streams do not)."""
+    return entry.chunk or not (isinstance(entry.event, Message) and entry.event.role is Role.USER)
+
+
+def _encoded(payload: Any) -> Optional[bytes]:
+    return None if payload is None else json_text(payload).encode()
+
+
+def _event_body(entry: LogEntry, renderer: PayloadRenderer) -> Optional[bytes]:
+    """The body of one event's push, or None when the webhook gets nothing for it."""
+    return _encoded(renderer(entry, None)) if _shown(entry) else None
+
+
+def _task_body(task: Task, renderer: PayloadRenderer) -> Optional[bytes]:
+    """The body of a whole-task push."""
+    return _encoded(renderer(None, task))
