@@ -35,7 +35,7 @@ from a2a_flask.stores import redis as redis_store
 from a2a_flask.stores.base import TaskRecord
 
 from .helpers import Server, rpc, user_message
-from .test_stores import append, create, open_store, user_turn
+from .test_stores import append, create, open_store, stored_snapshot_seq, user_turn
 
 S = TaskState
 
@@ -289,6 +289,29 @@ def test_messages_to_an_open_task_write_bytes_linear_in_what_was_sent(make_app, 
         assert "result" in send(client, "x" * size, task_id, number)
     ratio = (written() - before) / ((count - 1) * size)
     assert ratio < 8, ratio
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "shelve"])
+def test_a_large_snapshot_is_not_rewritten_for_each_doubling_of_small_events(tmp_path, kind):
+    """A 1 MiB message, then 2,000 small chunks: counting events alone stored the 1 MiB
+    snapshot again 6 times (at 34, 68, ... 1,088 chunks: O(log n) copies of what the
+    caller sent); now only once the chunks logged since weigh an eighth of it."""
+    store = open_store(kind, str(tmp_path / "tasks"))
+    try:
+        create(store, "t1")
+        append(store, "t1", [user_turn("t1", "x" * (1 << 20))])
+        record = store.load("t1")
+        snapshots = set()
+        for number in range(2000):
+            event = TaskArtifactUpdateEvent("t1", "ctx", Artifact("a", [Part(text="w ")]),
+                                            append=number > 0)
+            record = record.after([event])
+            store.append("t1", record.seq - 1, [event], record)
+            snapshots.add(stored_snapshot_seq(store, "t1"))
+        assert len(snapshots) <= 3, sorted(snapshots)  # the message's, then at most 2
+        assert len(store.load("t1").task.artifacts[0].parts) == 2000
+    finally:
+        store.close()
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "shelve"])

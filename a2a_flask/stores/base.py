@@ -435,6 +435,10 @@ COMPACT_MIN = 32
 #: Fewest bytes a store that counts them (:func:`snapshot_due` with ``logged``)
 #: logs after a snapshot before it stores a new one for their size alone.
 SNAPSHOT_MIN_BYTES = 64 * 1024
+#: How many times its own size a stored snapshot lets the bytes logged after it
+#: reach, and what fraction of it they must reach, before a store that counts
+#: bytes stores a new one (see :func:`snapshot_due`).
+SNAPSHOT_RATIO = 8
 
 
 def finishes(events: List[Event]) -> bool:
@@ -455,16 +459,19 @@ def snapshot_due(snapshot_seq: int, seq: int, events: List[Event], *,
     since the stored snapshot, these included) and ``snapshot_size`` (the
     stored snapshot's bytes).  The snapshot is then stored when the events
     finish the task (a finished task reads in one lookup, and never changes
-    again); when the bytes logged since the last one reach its size (and
-    :data:`SNAPSHOT_MIN_BYTES`); or when the events since it are as many as
-    those before it (and at least :data:`COMPACT_MIN`) and their bytes an
-    eighth of its size.  Each snapshot is then paid for by bytes logged since
-    the one before, so the bytes written stay within a small multiple of the
-    bytes logged whatever the events' sizes (N messages of S bytes: O(N*S),
-    not O(N^2*S)), and a load folds at most about one snapshot's worth of
-    events.  Such a store keeps the history's length with the task
-    (:func:`kept_history`), since the runtime's trimming of the history
-    (``A2A_MAX_HISTORY``) reaches the stored snapshot only with the next one.
+    again); when the events since the last one are as many as those before it
+    (and at least :data:`COMPACT_MIN`) and their bytes at least
+    1/:data:`SNAPSHOT_RATIO` of its size; or, however few they are, when their
+    bytes reach :data:`SNAPSHOT_RATIO` times its size (and
+    :data:`SNAPSHOT_MIN_BYTES`).  Each snapshot is thus paid for by bytes logged
+    since the one before, so the bytes written stay within a small multiple of
+    the bytes logged whatever the events' sizes (N messages of S bytes to an
+    open task: O(N*S), not O(N^2*S); a streamed chunk's event, several times
+    what it adds to the snapshot, leaves the count to decide), and a load folds
+    at most half the log or a few snapshots' worth of bytes.  Such a store
+    keeps the history's length with the task (:func:`kept_history`), since the
+    runtime's trimming of the history (``A2A_MAX_HISTORY``) reaches the stored
+    snapshot only with the next one.
 
     A store that does not count bytes (``logged`` None) logs only artifact
     chunks without a snapshot, until they are as many as the events before the
@@ -475,9 +482,10 @@ def snapshot_due(snapshot_seq: int, seq: int, events: List[Event], *,
         if not only_chunks(events):
             return True
         return seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
-    if logged >= max(SNAPSHOT_MIN_BYTES, snapshot_size) or finishes(events):
+    if finishes(events) or logged >= max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO * snapshot_size):
         return True
-    return seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq) and 8 * logged >= snapshot_size
+    return (seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
+            and SNAPSHOT_RATIO * logged >= snapshot_size)
 
 
 def kept_history(task: Task, history_len: Optional[int]) -> Task:
