@@ -30,7 +30,7 @@ from a2a_flask.protocol.models import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from a2a_flask.stores import MemoryStore, StoreError
+from a2a_flask.stores import MemoryStore, SQLiteStore, StoreError
 from a2a_flask.stores import redis as redis_store
 from a2a_flask.stores.base import TaskRecord
 
@@ -311,6 +311,33 @@ def test_a_large_snapshot_is_not_rewritten_for_each_doubling_of_small_events(tmp
         assert len(snapshots) <= 3, sorted(snapshots)  # the message's, then at most 2
         assert len(store.load("t1").task.artifacts[0].parts) == 2000
     finally:
+        store.close()
+
+
+def test_an_sqlite_file_of_0_2_gets_the_byte_counts_when_first_opened(tmp_path):
+    """A file written before the byte counts (tasks table without them) is altered
+    once; its rows read as untrimmed (their snapshot was stored with every turn)."""
+    import sqlite3
+
+    path = str(tmp_path / "tasks.db")
+    store = SQLiteStore(path)
+    create(store, "t1")
+    append(store, "t1", [user_turn("t1", "a")])
+    store.close()
+    old = sqlite3.connect(path)
+    for column in ("snap_bytes", "log_bytes", "history_len"):
+        old.execute(f"ALTER TABLE tasks DROP COLUMN {column}")
+    old.commit()
+    old.close()
+    store, again = SQLiteStore(path), SQLiteStore(path)
+    try:
+        columns = {row[1] for row in store._query("PRAGMA table_info(tasks)")}
+        assert {"snap_bytes", "log_bytes", "history_len"} <= columns
+        assert [m.parts[0].text for m in again.load("t1").task.history] == ["hi", "a"]
+        append(store, "t1", [user_turn("t1", "b")])
+        assert [m.parts[0].text for m in again.load("t1").task.history] == ["hi", "a", "b"]
+    finally:
+        again.close()
         store.close()
 
 
