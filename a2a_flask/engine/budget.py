@@ -53,8 +53,7 @@ def part_size(part: Part) -> int:
         size = _text(part.url)
     else:
         size = _json(part.data)
-    size += _text(part.media_type) + _text(part.filename)
-    return size + _json(part.metadata) if part.metadata is not None else size
+    return size + _text(part.media_type) + _text(part.filename) + _json(part.metadata)
 
 
 def message_size(message: Optional[Message]) -> int:
