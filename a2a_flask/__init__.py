@@ -22,6 +22,7 @@ from .protocol.errors import (
     StoreUnavailable,
     TaskNotCancelableError,
     TaskNotFoundError,
+    TaskTooLargeError,
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "StoreUnavailable",
     "TaskNotCancelableError",
     "TaskNotFoundError",
+    "TaskTooLargeError",
     "UnsupportedOperationError",
     "VersionNotSupportedError",
 ]

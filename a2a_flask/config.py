@@ -85,6 +85,13 @@ class Settings:
     max_file_size: int = 10 * 1024 * 1024
     #: Messages kept in a task's history (the oldest go first; 0 keeps all).
     max_history: int = 1000
+    #: Most bytes one task may hold: its messages and artifacts, counted as content
+    #: (text in UTF-8, inline files as base64, data and metadata as JSON).  A message
+    #: that would take a task past it is refused (JSON-RPC -32602, REST 413); an
+    #: executor's emission past it raises ``TaskTooLargeError`` in the executor.
+    #: 0: no limit (a store's own limits then remain: 1 GiB per shelve record, 512 MB
+    #: per Redis value).
+    max_task_bytes: int = 64 * 1024 * 1024
     #: Open streams per authenticated caller in one worker process (0: no limit).
     max_streams_per_caller: int = 100
     #: Open streams of all anonymous callers together in one worker process (0: no
@@ -158,8 +165,8 @@ class Settings:
 
 
 _AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_attempts")
-_NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_streams_per_caller",
-                 "max_anonymous_streams", "gc_full_every")
+_NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_task_bytes",
+                 "max_streams_per_caller", "max_anonymous_streams", "gc_full_every")
 _POSITIVE = ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl", "body_timeout",
              "push_timeout", "push_retry_delay", "push_retry_max_delay")
 _RANGES: Tuple[Tuple[Tuple[str, ...], Callable[[Any], bool], str], ...] = (

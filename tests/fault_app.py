@@ -8,6 +8,7 @@
 ``hog S``        busy-loops S seconds without ever yielding (the watchdog must say so)
 ``weird``        returns an object of a type the library does not know
 ``flood N``      emits N artifact updates (one artifact, replaced each time), then completes
+``ask``          asks for more input (INPUT_REQUIRED); each answer starting with ``ask`` asks again
 anything else    completes at once with the text echoed
 
 Config comes from the environment (``FLASK_A2A_*``), as for the examples.
@@ -78,6 +79,9 @@ def misbehave(ctx: TaskContext):
         for n in range(int(arg)):
             ctx.artifact(f"event {n}", artifact_id="flood")
         return "flooded"
+    if kind == "ask":
+        ctx.ask("more?")
+        return None
     return ctx.text
 
 

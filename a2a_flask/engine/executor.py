@@ -17,10 +17,15 @@ Flask application context, once per incoming user message.  What it may do:
 When the executor returns and the task is neither terminal nor waiting for
 input, the task is completed.  If it **raises**, the task FAILS with a status
 message naming the exception type (the traceback goes to the log, never to the
-client).  When the task is **canceled**, ``ctx.cancelled`` becomes true and
-the next ``ctx`` call raises :class:`~a2a_flask.engine.runtime.TaskCancelled`; an
-executor that keeps running past the grace period (``A2A_CANCEL_GRACE``) is
-killed under gevent.  After ``ctx.ask()`` return: the next message on the task
+client).  An emission that would take the task past ``A2A_MAX_TASK_BYTES``
+raises :class:`~a2a_flask.protocol.errors.TaskTooLargeError` and is not stored
+(nor are streamed chunks still waiting to be written with it): the executor
+may catch it and finish otherwise (say, with a link instead of the content);
+uncaught, the task FAILS with a status message that says so.  When the task
+is **canceled**, ``ctx.cancelled`` becomes true and the next ``ctx`` call
+raises :class:`~a2a_flask.engine.runtime.TaskCancelled`; an executor that
+keeps running past the grace period (``A2A_CANCEL_GRACE``) is killed under
+gevent.  After ``ctx.ask()`` return: the next message on the task
 calls the executor again, with the whole conversation in ``ctx.history``.
 """
 from __future__ import annotations
@@ -31,7 +36,7 @@ import logging
 from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from ..protocol.models import Artifact, Message, Part, Role, Task, TaskState, new_id
-from ..protocol.errors import StoreUnavailable
+from ..protocol.errors import StoreUnavailable, TaskTooLargeError
 from .runtime import Run, TaskCancelled, TaskClosedError, agent_message
 
 log = logging.getLogger("a2a_flask")
@@ -236,6 +241,9 @@ def invoke(executor: Executor, run: Run) -> None:
                 "stopped and can be sent again.")
         elif run.reply is None:
             run.fail_to_start(StoreUnavailable())  # no task exists: the caller gets the 503
+    except TaskTooLargeError as exc:  # a limit reached, not a bug: say which, no traceback
+        log.warning("task %s failed: %s", run.task_id, exc)
+        _fail_after_error(run, exc, f"The agent failed: {exc}")
     except Exception as exc:
         if run.runtime.store.closed:  # the app shut down under a running executor
             log.info("executor for task %s stopped: its store was closed", run.task_id)
@@ -268,8 +276,8 @@ def _returned_artifact(run: Run, result: Any) -> Optional[Artifact]:
     return Artifact(artifact_id=new_id(), parts=to_parts(result))
 
 
-def _fail_after_error(run: Run, exc: Exception) -> None:
-    text = f"The agent failed: {type(exc).__name__}"
+def _fail_after_error(run: Run, exc: Exception, text: str = "") -> None:
+    text = text or f"The agent failed: {type(exc).__name__}"
     try:
         record = run.ensure_task()
         if record is not None and not record.state.terminal:

@@ -44,6 +44,7 @@ from ..protocol.errors import (
     StoreUnavailable,
     TaskNotCancelableError,
     TaskNotFoundError,
+    TaskTooLargeError,
     UnsupportedOperationError,
 )
 from ..protocol.models import (
@@ -63,7 +64,8 @@ from ..protocol.models import (
 from ..protocol.calls import Wait
 from ..protocol.events import Event
 from ..observe import tasks as observe
-from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore
+from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore, finishes
+from .budget import growth, message_size, needs_folded, task_size, too_large
 
 log = logging.getLogger("a2a_flask")
 
@@ -241,6 +243,7 @@ class Run:
                     history=[self.message],
                 )
                 record = TaskRecord(task, 1, self.tenant, self.owner, self.dialect)
+                record.held = message_size(self.message)
                 self.runtime.store.create(record, task)
                 observe.created(self.runtime.sender, self.task_id, self.context_id)
                 self.record = record
@@ -376,6 +379,8 @@ class Run:
 
             try:
                 self.record = record = self.runtime.commit(self.task_id, build, self.record)
+            except TaskTooLargeError:
+                raise  # dropped: appended again, they would be refused again
             except BaseException:
                 self._unsent[:0] = unsent  # not written: they wait for the next append
                 raise
@@ -424,7 +429,8 @@ class Runtime:
 
     def __init__(self, store: TaskStore, invoke: Callable[[Run], None], *,
                  cancel_grace: float = 5.0, close_on_auth_required: bool = True,
-                 lease_ttl: float = 30.0, task_ttl: float = 0.0, max_history: int = 0) -> None:
+                 lease_ttl: float = 30.0, task_ttl: float = 0.0, max_history: int = 0,
+                 max_task_bytes: int = 0) -> None:
         self.store = store
         self._invoke = invoke
         self.cancel_grace = cancel_grace
@@ -433,6 +439,8 @@ class Runtime:
         self.task_ttl = task_ttl
         #: Messages a task's history keeps (0: all); the log keeps every event anyway.
         self.max_history = max_history
+        #: Most bytes of content a task may hold (0: no limit); see :mod:`.budget`.
+        self.max_task_bytes = max_task_bytes
         #: The sender of the task signals (the A2A extension object).
         self.sender: Any = None
         self._runs: Dict[str, Run] = {}
@@ -456,12 +464,15 @@ class Runtime:
     # -- writing
 
     def commit(self, task_id: str, build: Callable[[TaskRecord], List[Event]],
-               known: Optional[TaskRecord] = None) -> TaskRecord:
+               known: Optional[TaskRecord] = None, *, caller: bool = False) -> TaskRecord:
         """Append the events ``build`` makes from the latest record; retry on conflicts.
 
         ``known`` is the record as the caller last saw it (a run's own
         record): tried first, so an executor's chunk costs no load; the
         store's sequence check sends a stale one back here for a reload.
+        Raises :class:`~a2a_flask.protocol.errors.TaskTooLargeError` when the
+        events would take the task past ``max_task_bytes`` (with a violation
+        on ``message.parts`` when ``caller``: they carry a caller's message).
         """
         while True:
             fresh = known is None
@@ -470,22 +481,47 @@ class Runtime:
                 raise TaskNotFoundError(metadata={"taskId": task_id})
             try:
                 events = build(record)
+                if not events:
+                    return record
+                after = self._after(record, events, caller)
             except Exception:
                 if fresh:
                     raise
                 continue  # judged on a stale record: judge again on the stored one
-            if not events:
-                return record
-            after = record.after(events)
-            if self.max_history and len(after.outline.history) > self.max_history:
-                after.task = dataclasses.replace(
-                    after.task, history=after.task.history[-self.max_history:])
             try:
                 self.store.append(task_id, record.seq, events, after)
             except SequenceConflict:
                 continue
             observe.committed(self.sender, record.state, after.outline, record.created_at)
             return after
+
+    def _after(self, record: TaskRecord, events: List[Event], caller: bool) -> TaskRecord:
+        """The record after ``events``: its history trimmed to ``max_history``, and
+        refused if it would hold more than ``max_task_bytes`` (unless the events
+        finish the task, which happens once, or leave it no larger)."""
+        limit = self.max_task_bytes
+        before = 0
+        added: Optional[int] = None
+        if limit:
+            if record.held is None:
+                record.held = task_size(record.task)
+            before = record.held
+            # The whole task when there is nothing to fold (or an artifact is replaced).
+            whole = needs_folded(events) or not record.unfolded
+            added = growth(record.task if whole else record.outline, events, whole=whole)
+        after = record.after(events)
+        dropped: List[Message] = []
+        if self.max_history and len(after.outline.history) > self.max_history:
+            history = after.task.history
+            dropped = history[:-self.max_history]
+            after.task = dataclasses.replace(after.task, history=history[-self.max_history:])
+        if limit:
+            held = (task_size(after.task) if added is None
+                    else before + added - sum(message_size(message) for message in dropped))
+            if held > limit and held > before and not finishes(events):
+                raise too_large(held, limit, caller=caller)
+            after.held = held
+        return after
 
     # -- runs
 
@@ -504,6 +540,16 @@ class Runtime:
             run.ensure_task()
         self._launch(run)
         return run
+
+    def check_message_size(self, message: Message) -> None:
+        """Refuse a caller's message that alone holds more than a task may
+        (``max_task_bytes``), before it starts or changes anything; what a message
+        adds to an existing task is checked as it is appended (:meth:`commit`)."""
+        limit = self.max_task_bytes
+        if limit:
+            size = message_size(message)
+            if size > limit:
+                raise too_large(size, limit, caller=True)
 
     def continue_task(self, record: TaskRecord, message: Message) -> TaskRecord:
         """Add a user message to an existing task; restart the executor if it was paused."""
@@ -525,7 +571,7 @@ class Runtime:
             status = TaskStatus(state=TaskState.WORKING, timestamp=utc_now())
             return [message, TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
-        updated = self.commit(task_id, build)
+        updated = self.commit(task_id, build, record, caller=True)
         if resumed:
             run = Run(self, message=message, task_id=task_id, context_id=record.task.context_id,
                       tenant=record.tenant, owner=record.owner, dialect=record.dialect,

@@ -290,6 +290,7 @@ class AgentService:
                 self._check_webhook(config.task_push_notification_config,
                                     "configuration.taskPushNotificationConfig.")
         self._check_message(message)
+        self.runtime.check_message_size(message)
         self._check_input_modes(message)
         if message.task_id:
             record = self._visible(message.task_id, ctx, "message.taskId")

@@ -195,6 +195,19 @@ class PayloadTooLargeError(InvalidRequestError):
     jsonrpc_http_status = 413
 
 
+class TaskTooLargeError(InvalidParamsError):
+    """A change would make a task hold more than ``A2A_MAX_TASK_BYTES``: JSON-RPC
+    -32602 (with HTTP 200, like other parameter errors), REST 413.
+
+    A caller's message gets it as its answer, and nothing is stored; an executor's
+    emission raises it in the executor, which may catch it (and finish otherwise)
+    or let it end the run, which fails the task with this error's text.
+    """
+
+    reason, http_status = "TASK_TOO_LARGE", 413
+    default_message = "The task would exceed its size limit"
+
+
 class RequestTimeoutError(InvalidRequestError):
     """The request body did not arrive within ``A2A_BODY_TIMEOUT``: HTTP 408, JSON-RPC -32600."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import functools
 import json
 import logging
@@ -31,6 +32,7 @@ from ..protocol.models import (
     Task,
     TaskArtifactUpdateEvent,
     TaskPushNotificationConfig,
+    TaskStatusUpdateEvent,
     TaskState,
     utc_now,
 )
@@ -65,6 +67,10 @@ class TaskRecord:
     owner: str = ""
     dialect: str = "1.0"
     created_at: str = field(default_factory=utc_now)
+    #: Bytes of content the task holds, as the engine counts them
+    #: (:mod:`a2a_flask.engine.budget`); None until it does.  Not stored: a record
+    #: loaded from a store is measured again when a change needs it.
+    held: Optional[int] = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def outline(self) -> Task:
@@ -108,6 +114,11 @@ class TaskRecord:
         outline, chunks = self._pending()
         return TaskRecord(apply_events(outline, chunks + events), seq,
                           self.tenant, self.owner, self.dialect, self.created_at)
+
+    @property
+    def unfolded(self) -> int:
+        """How many streamed chunks :attr:`outline` lacks (0: it is the whole task)."""
+        return self._unfolded_count()
 
     def _pending(self) -> Tuple[Task, List[Event]]:
         """:attr:`outline` and the chunks it lacks (oldest first), read together."""
@@ -431,21 +442,68 @@ def report_outage(store: TaskStore, exc: BaseException) -> None:
 COMPACT_MIN = 32
 
 
-def snapshot_due(snapshot_seq: int, seq: int, events: List[Event]) -> bool:
+#: Fewest bytes a store that counts them (:func:`snapshot_due` with ``logged``)
+#: logs after a snapshot before it stores a new one for their size alone.
+SNAPSHOT_MIN_BYTES = 64 * 1024
+#: How many times its own size a stored snapshot lets the bytes logged after it
+#: reach, and what fraction of it they must reach, before a store that counts
+#: bytes stores a new one (see :func:`snapshot_due`).
+SNAPSHOT_RATIO = 8
+
+
+def finishes(events: List[Event]) -> bool:
+    """Whether ``events`` move a task to a terminal state."""
+    return any(isinstance(event, (TaskStatusUpdateEvent, Task)) and event.status.state.terminal
+               for event in events)
+
+
+def snapshot_due(snapshot_seq: int, seq: int, events: List[Event], *,
+                 logged: Optional[int] = None, snapshot_size: int = 0) -> bool:
     """Whether an append of ``events`` that ends at ``seq`` should also store the snapshot.
 
     Rewriting the snapshot on every event costs O(n^2) bytes for a task of n
-    events (a streamed artifact grows by a part per chunk).  Artifact chunks
-    are therefore only logged until the events since the last snapshot are as
-    many as those before it (and at least :data:`COMPACT_MIN`): the bytes
-    written stay O(n) and a load folds at most half the log.  Any other event
-    (a status, a user turn) stores the snapshot at once: those are few, they
-    settle the task (so a finished task reads in one lookup), and the runtime
-    trims the history in the snapshot it hands over.
+    events (a streamed artifact grows by a part per chunk, a conversation by a
+    message per turn).
+
+    A store that counts bytes passes ``logged`` (the bytes of the events logged
+    since the stored snapshot, these included) and ``snapshot_size`` (the
+    stored snapshot's bytes).  The snapshot is then stored when the events
+    finish the task (a finished task reads in one lookup, and never changes
+    again); when the events since the last one are as many as those before it
+    (and at least :data:`COMPACT_MIN`) and their bytes at least
+    1/:data:`SNAPSHOT_RATIO` of its size; or, however few they are, when their
+    bytes reach :data:`SNAPSHOT_RATIO` times its size (and
+    :data:`SNAPSHOT_MIN_BYTES`).  Each snapshot is thus paid for by bytes logged
+    since the one before, so the bytes written stay within a small multiple of
+    the bytes logged whatever the events' sizes (N messages of S bytes to an
+    open task: O(N*S), not O(N^2*S); a streamed chunk's event, several times
+    what it adds to the snapshot, leaves the count to decide), and a load folds
+    at most half the log or a few snapshots' worth of bytes.  Such a store
+    keeps the history's length with the task (:func:`kept_history`), since the
+    runtime's trimming of the history (``A2A_MAX_HISTORY``) reaches the stored
+    snapshot only with the next one.
+
+    A store that does not count bytes (``logged`` None) logs only artifact
+    chunks without a snapshot, until they are as many as the events before the
+    snapshot (and at least :data:`COMPACT_MIN`), and stores the snapshot with
+    any other event (a status, a user turn).
     """
-    if not only_chunks(events):
+    if logged is None:
+        if not only_chunks(events):
+            return True
+        return seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
+    if finishes(events) or logged >= max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO * snapshot_size):
         return True
-    return seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
+    return (seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
+            and SNAPSHOT_RATIO * logged >= snapshot_size)
+
+
+def kept_history(task: Task, history_len: Optional[int]) -> Task:
+    """``task`` with only the newest ``history_len`` messages of its history (None: all):
+    a snapshot with the events since folded in, as the runtime had trimmed it."""
+    if history_len is None or len(task.history) <= history_len:
+        return task
+    return dataclasses.replace(task, history=task.history[len(task.history) - history_len:])
 
 
 def fold(task: Task, events: Iterable[Event]) -> Task:

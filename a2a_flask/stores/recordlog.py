@@ -4,10 +4,22 @@ The file starts with :data:`MAGIC`; each record after it is a frame: its
 payload's length and CRC-32 (8 bytes, big-endian), then the payload.  A write
 appends one whole frame with one ``pwrite`` under an exclusive ``flock`` on a
 separate lock file, so a frame is either complete or the torn tail of a
-writer that died: readers stop at the first frame that is incomplete or fails
-its checksum, and the next writer cuts that tail off before it appends.  A
-reader never needs the lock (records are never changed in place), so reading
-never waits for a writer.
+writer that died.  A reader never needs the lock (records are never changed
+in place), so reading never waits for a writer.
+
+A record longer than :data:`MAX_RECORD` is refused before anything is
+written (:class:`~.base.StoreError`): a reader takes a longer length for
+damage.  A frame a reader cannot read (cut short, failing its checksum, or
+with a length no record has) is one of two things:
+
+* the **torn tail** of a write that never finished (a crash, a power cut)
+  when no good frame follows it: readers stop there and wait, and the next
+  writer cuts it off before it appends (no write after it was acknowledged);
+* **damage** when a good frame follows it (a flipped bit, a record an
+  earlier release wrote over the limit): readers skip to that frame, and an
+  error in the log says how many bytes were lost where.  Nothing after the
+  damage is ever cut off.  (The search finds the frames of records under
+  16 MiB: damage followed only by larger records is taken for a torn tail.)
 
 Compaction writes the live records to a new file (:meth:`RecordLog.rewrite`)
 and renames it over the old one; the process that wrote it reads on from its
@@ -24,10 +36,11 @@ import fcntl
 import importlib
 import logging
 import os
+import re
 import struct
 import time
 import zlib
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, Iterator, List, Optional, Tuple
 
 from ..concurrency import gevent_active
 from .base import StoreError
@@ -37,7 +50,9 @@ log = logging.getLogger("a2a_flask.stores")
 #: The first bytes of a log file: the format and its version.
 MAGIC = b"a2a_flask record log 1\n"
 _FRAME = struct.Struct(">II")
-#: A frame longer than this is taken for garbage (a torn header), not a record.
+_NONZERO = re.compile(b"[^\\0]")
+#: A frame longer than this is taken for garbage (a torn header), not a record;
+#: writing a longer one is refused.
 MAX_RECORD = 1 << 30
 #: How much of the file one read takes while catching up.
 READ_CHUNK = 1 << 22
@@ -51,7 +66,14 @@ class LockTimeout(OSError):
 
 
 def frame(payload: bytes) -> bytes:
-    """One record as it goes into the file."""
+    """One record as it goes into the file.
+
+    :raises StoreError: for an empty payload or one over :data:`MAX_RECORD`,
+        which no reader would take for a record.
+    """
+    if not 0 < len(payload) <= MAX_RECORD:
+        raise StoreError(f"a record of {len(payload)} bytes cannot be stored: a record "
+                         f"holds 1 to {MAX_RECORD} bytes")
     return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
 
 
@@ -203,15 +225,70 @@ class RecordLog:
         while position + _FRAME.size <= size and have(position + _FRAME.size):
             length, checksum = _FRAME.unpack_from(buffer, position - base)
             end = position + _FRAME.size + length
-            if length == 0 or length > MAX_RECORD or end > size or not have(end):
-                break  # a torn header or an unfinished write
-            payload = buffer[position - base + _FRAME.size:end - base]
-            if zlib.crc32(payload) != checksum:
-                break  # torn (or still being written): never read past it
-            records.append((position + _FRAME.size, payload))
-            position = end
+            if 0 < length <= MAX_RECORD and end <= size and have(end):
+                payload = buffer[position - base + _FRAME.size:end - base]
+                if zlib.crc32(payload) == checksum:
+                    records.append((position + _FRAME.size, payload))
+                    position = end
+                    continue
+            skip = self._unreadable(position, size)
+            if skip is None:
+                break  # a torn tail: never read past it; the next writer cuts it off
+            position = skip
         self.end = position
         return records
+
+    def _unreadable(self, position: int, size: int) -> Optional[int]:
+        """What to do about the frame at ``position`` that cannot be read (see the
+        module docstring): None for a torn tail, or the offset of the next good
+        frame, where reading goes on past the damage."""
+        resume = self._next_frame(position, size)
+        if resume is not None:
+            log.error("record log %s: %d bytes at offset %d cannot be read (damaged, or a "
+                      "record over %d bytes) and are skipped; the %d bytes after them are "
+                      "kept", self.path, resume - position, position, MAX_RECORD,
+                      size - resume)
+        return resume
+
+    def _next_frame(self, position: int, size: int) -> Optional[int]:
+        """The offset of the first whole frame with a good checksum after ``position``.
+
+        Frames of records under 16 MiB are found, wherever they are: their
+        header starts with a zero byte, which JSON text never holds (so the
+        search runs through records at the speed of ``bytes.find``, and
+        through a run of zeros at that of a regular expression).
+        """
+        start = position + 1
+        while start + _FRAME.size <= size:
+            block = os.pread(self._fd, min(READ_CHUNK, size - start), start)
+            if not block:
+                return None
+            at = block.find(b"\0")
+            while at >= 0:
+                if block[at:at + 4] == b"\0\0\0\0":  # a zero length: no frame starts here
+                    nonzero = _NONZERO.search(block, at)
+                    if nonzero is None:
+                        break
+                    at = max(at + 1, nonzero.start() - 3)  # a length may end in zeros
+                    continue
+                if self._good_frame_at(start + at, size):
+                    return start + at
+                at = block.find(b"\0", at + 1)
+            start += max(1, len(block) - _FRAME.size)  # (a header may cross blocks)
+        return None
+
+    def _good_frame_at(self, position: int, size: int) -> bool:
+        """Whether a whole frame with a good checksum starts at ``position``."""
+        header = os.pread(self._fd, _FRAME.size, position)
+        if len(header) < _FRAME.size:
+            return False
+        length: int
+        checksum: int
+        length, checksum = _FRAME.unpack(header)
+        if not 0 < length <= MAX_RECORD or position + _FRAME.size + length > size:
+            return False
+        payload = os.pread(self._fd, length, position + _FRAME.size)
+        return len(payload) == length and zlib.crc32(payload) == checksum
 
     def read(self, offset: int, length: int) -> bytes:
         """The payload at ``offset`` (as :meth:`changes` reported it) of ``length`` bytes."""
@@ -237,17 +314,18 @@ class RecordLog:
         They are in the page cache (a killed process loses nothing) but not yet
         on disk: see :meth:`flusher`.
         """
+        offsets = []
+        data = bytearray()
+        for payload in payloads:  # (framing refuses a record no reader would take)
+            offsets.append(self.end + len(data) + _FRAME.size)
+            data += frame(payload)
         size = os.fstat(self._fd).st_size
         if size > self.end:
-            # A writer died mid-frame: its record was never acknowledged.
+            # A writer died mid-frame: its record was never acknowledged (the scan
+            # stops short of the end only at such a torn tail).
             log.warning("shelve store %s: dropping %d bytes of an interrupted write",
                         self.path, size - self.end)
             os.ftruncate(self._fd, self.end)
-        offsets = []
-        data = bytearray()
-        for payload in payloads:
-            offsets.append(self.end + len(data) + _FRAME.size)
-            data += frame(payload)
         written = os.pwrite(self._fd, bytes(data), self.end)
         if written != len(data):
             # Disk full: cut the partial frame so readers and writers see the old end.

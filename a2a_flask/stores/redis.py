@@ -80,6 +80,8 @@ LAYOUT = b"2"
 UPGRADE_LOCK = 300
 #: Index entries moved per round trip.
 MOVE_BATCH = 500
+#: Longest string Redis stores (and its default ``proto-max-bulk-len``), in bytes.
+MAX_VALUE = 512 * 1024 * 1024
 #: Error replies that mean "the server cannot serve now", not "our command is wrong".
 _OUTAGE_REPLIES = ("OOM", "READONLY", "MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN",
                    "TRYAGAIN", "BUSY")
@@ -94,6 +96,21 @@ def _is_outage(exc: BaseException) -> bool:
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_OUTAGE_REPLIES)
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
+
+
+def _check_lengths(task_id: str, texts: List[str]) -> List[str]:
+    """``texts`` (a snapshot, log entries), once each is known to fit in a Redis string.
+
+    :raises StoreError: before anything is written, for one over :data:`MAX_VALUE`
+        bytes, which Redis would refuse (a task's snapshot past it would leave the
+        task unwritable).
+    """
+    for text in texts:
+        if len(text) * 4 > MAX_VALUE and len(text.encode("utf-8", "surrogatepass")) > MAX_VALUE:
+            raise StoreError(f"task {task_id}: a value of more than {MAX_VALUE} bytes cannot "
+                             "be stored in Redis (A2A_MAX_TASK_BYTES keeps tasks below it)")
+    return texts
+
 
 # KEYS: task, log, index, channel, push, push order.  ARGV: expected seq, snapshot
 # ('' keeps the stored one), state, updated_at, score, task id, ttl seconds for terminal tasks (0 = none), events...
@@ -322,12 +339,14 @@ class RedisStore(TaskStore):
         fields = {"tenant": record.tenant, "owner": record.owner, "dialect": record.dialect,
                   "context_id": task.context_id, "state": task.status.state.value,
                   "created_at": record.created_at, "updated_at": record.updated_at,
-                  "seq": record.seq, "snapshot": dump_task(task), "snap_seq": record.seq}
+                  "seq": record.seq, "snapshot": _check_lengths(task.id, [dump_task(task)])[0],
+                  "snap_seq": record.seq}
         flat: List[Any] = [item for pair in fields.items() for item in pair]
         created = self._create(
             keys=[self._key("task", task.id), self._key("log", task.id),
                   self._index(record.tenant, record.owner), self._channel],
-            args=[*flat, dump_event(first_event), _score(record.updated_at), task.id],
+            args=[*flat, *_check_lengths(task.id, [dump_event(first_event)]),
+                  _score(record.updated_at), task.id],
         )
         if not created:
             raise SequenceConflict(task.id)
@@ -351,12 +370,14 @@ class RedisStore(TaskStore):
         state = record.state
         updated = record.outline.status.timestamp or created.decode()
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
+        snapshot, *logged = _check_lengths(task_id, [dump_task(record.task) if due else "",
+                                                     *[dump_event(e) for e in events]])
         seq = self._append(
             keys=[self._key("task", task_id), self._key("log", task_id),
                   self._index(tenant.decode(), owner.decode()), self._channel,
                   self._key("push", task_id), self._key("pushorder", task_id)],
-            args=[expected_seq, dump_task(record.task) if due else "", state.value, updated, _score(updated), task_id,
-                  ttl, *[dump_event(e) for e in events]],
+            args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
+                  ttl, *logged],
         )
         if seq < 0:
             raise SequenceConflict(task_id)

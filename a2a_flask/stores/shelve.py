@@ -4,9 +4,11 @@ The file is an append-only log of checksummed JSON records
 (:mod:`~a2a_flask.stores.recordlog`): a task's creation or append is one
 record holding its new events (each the JSON text of its StreamResponse, a
 string inside the record, which a 1.0 stream sends as it is), and its new snapshot when
-:func:`~.base.snapshot_due` says so (a streamed chunk is logged alone, so an
+:func:`~.base.snapshot_due` says so (counting the bytes logged since the last
+one: a streamed chunk or a message to an open task is logged alone, so an
 event costs the same at any task length; a load folds the events logged
-since the last snapshot).  A record is all there or not at all.  Each process keeps an index in memory (where each task's
+since the last snapshot, and keeps the history as long as the runtime left
+it).  A record is all there or not at all.  Each process keeps an index in memory (where each task's
 records lie, plus what ListTasks filters and sorts on, webhooks, leases and
 claims) and catches up before every call by reading only the records other
 processes appended since its last look: a call costs the same with ten tasks
@@ -19,8 +21,9 @@ expired claims) to a new file and renames it over the old one.  There a
 task is a head record (what the index keeps on it), a record of its snapshot
 alone, and records of its events; records that need no change are copied as
 bytes, runs of small ones merged into records of up to :data:`COMPACT_BATCH`
-events, and the writer updates its index from what it wrote, so a compaction
-decodes only what it merges (and a snapshot the first time it moves).
+events and :data:`COMPACT_BATCH_BYTES` bytes, and the writer updates its index
+from what it wrote, so a compaction decodes only what it merges (and a
+snapshot the first time it moves).
 
 The name is historical: stores written by the ``shelve``/``dbm.dumb`` format
 of earlier releases are migrated into the log the first time they are
@@ -57,6 +60,7 @@ from .base import (
     encode_page_token,
     fold,
     is_behind,
+    kept_history,
     outages_as_unavailable,
     snapshot_due,
 )
@@ -74,6 +78,11 @@ YIELD_EVERY = 1000
 #: chunks is many records, not one of megabytes.  A compaction copies a record
 #: of at least half this many events as it is (and a lone smaller one too).
 COMPACT_BATCH = 1000
+#: Most bytes of events one merged record of a compacted log holds (a record of
+#: one event may hold more: it is copied, never split), so that a compaction
+#: never writes a record too long to read back (:data:`.recordlog.MAX_RECORD`),
+#: nor one that takes long to decode.  A record of half this or more is copied as it is.
+COMPACT_BATCH_BYTES = 4 << 20
 #: Suffixes of the files of the earlier ``dbm.dumb`` format.
 OLD_SUFFIXES = (".dir", ".dat", ".bak")
 
@@ -81,8 +90,9 @@ _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 T = TypeVar("T")
 Ref = Tuple[int, int]  # (offset, length) of a record's payload in the log
 #: A task as read under the index lock: (tenant, owner, dialect, created_at, seq,
-#: snapshot's seq), the snapshot's record, the records of the events logged since.
-_Found = Tuple[Tuple[str, str, str, str, int, int], bytes, List[bytes]]
+#: snapshot's seq, history length), the snapshot's record, the records of the events
+#: logged since.
+_Found = Tuple[Tuple[str, str, str, str, int, int, Optional[int]], bytes, List[bytes]]
 #: Where a compaction wrote a task: its snapshot, and its ``lasts`` and ``refs`` (all
 #: of them bare: a compaction writes events in records of their own).
 _Placed = Tuple[Ref, List[int], List[Ref]]
@@ -93,7 +103,7 @@ class _Task:
 
     __slots__ = ("tenant", "owner", "dialect", "created_at", "context_id", "state",
                  "updated_at", "seq", "snapshot", "snap_seq", "snap_alone", "lasts", "refs",
-                 "bare")
+                 "bare", "log_bytes", "history_len")
 
     def __init__(self, meta: List[str]) -> None:
         self.tenant, self.owner, self.dialect, self.created_at = meta
@@ -104,6 +114,11 @@ class _Task:
         self.snap_seq = 0
         #: Whether that record holds the snapshot alone (a compaction may copy it as it is).
         self.snap_alone = False
+        #: Bytes of the records of events logged after the snapshot (for
+        #: :func:`~.base.snapshot_due`; the snapshot's own are ``snapshot[1]``).
+        self.log_bytes = 0
+        #: The history's length as the runtime left it (None: as the snapshot has it).
+        self.history_len: Optional[int] = None
         #: For each record holding this task's events: its last sequence number, where
         #: it is, and whether it holds nothing else (no snapshot, no meta), so that a
         #: compaction may copy it as it is.
@@ -173,6 +188,7 @@ class ShelveStore(TaskStore):
             entry = self._tasks.get(rec["id"])
             if entry is not None:  # (else a snapshot of a task purged meanwhile)
                 entry.snapshot, entry.snap_seq, entry.snap_alone = ref, rec["ss"], True
+                entry.log_bytes = 0
         elif kind == "p":
             target = PushTarget(decode(TaskPushNotificationConfig, rec["cfg"]), rec["d"], rec["o"],
                                 rec["ds"], rec["f"], rec["g"])
@@ -209,11 +225,15 @@ class ShelveStore(TaskStore):
             self._unorder(task_id, entry)
             entry.context_id, entry.state, entry.updated_at = rec["cx"], rec["st"], rec["up"]
             entry.seq = rec["seq"]
+            entry.history_len = rec.get("hl")
             bisect.insort(self._order.setdefault((entry.tenant, entry.owner), []),
                           (entry.updated_at, task_id))
         if "task" in rec:  # ("ss": written by compactions of 0.2 development versions)
             entry.snapshot, entry.snap_seq = ref, rec.get("ss", rec["seq"])
             entry.snap_alone = False
+            entry.log_bytes = 0
+        elif rec["ev"] and rec["ev"][-1][0] > entry.snap_seq:
+            entry.log_bytes += ref[1]
         if rec["ev"]:
             entry.lasts.append(rec["ev"][-1][0])
             entry.refs.append(ref)
@@ -278,11 +298,13 @@ class ShelveStore(TaskStore):
     @staticmethod
     def _record(found: "_Found") -> TaskRecord:
         """The record of a task: its snapshot with the events logged since folded in."""
-        (tenant, owner, dialect, created_at, seq, snap_seq), snapshot, tail = found
+        (tenant, owner, dialect, created_at, seq, snap_seq, history_len), snapshot, tail = found
         task = decode(Task, json.loads(snapshot)["task"])
-        later = (load_event(stored) for payload in tail
-                 for event_seq, stored in json.loads(payload)["ev"] if event_seq > snap_seq)
-        return TaskRecord(fold(task, later), seq, tenant, owner, dialect, created_at)
+        if tail:
+            later = (load_event(stored) for payload in tail
+                     for event_seq, stored in json.loads(payload)["ev"] if event_seq > snap_seq)
+            task = kept_history(fold(task, later), history_len)
+        return TaskRecord(task, seq, tenant, owner, dialect, created_at)
 
     def _snapshot_of(self, task_id: str) -> Optional["_Found"]:
         """What :meth:`_record` needs, read under the index lock (records never change)."""
@@ -290,7 +312,7 @@ class ShelveStore(TaskStore):
         if entry is None:
             return None
         meta = (entry.tenant, entry.owner, entry.dialect, entry.created_at, entry.seq,
-                entry.snap_seq)
+                entry.snap_seq, entry.history_len)
         since = bisect.bisect_right(entry.lasts, entry.snap_seq)
         return meta, self._payload(entry.snapshot), [self._payload(r) for r in entry.refs[since:]]
 
@@ -322,8 +344,10 @@ class ShelveStore(TaskStore):
                 raise SequenceConflict(task_id)
             numbered = [(expected_seq + i, dump_event(e)) for i, e in enumerate(events, 1)]
             seq = expected_seq + len(events)
-            return [_task_record(record, numbered, entry.created_at,
-                                 snapshot=snapshot_due(entry.snap_seq, seq, events))], seq
+            due = snapshot_due(entry.snap_seq, seq, events,
+                               logged=entry.log_bytes + sum(len(text) for _, text in numbered),
+                               snapshot_size=entry.snapshot[1])
+            return [_task_record(record, numbered, entry.created_at, snapshot=due)], seq
 
         seq: int = self._write(build)
         self._notifier.notify(task_id)
@@ -518,6 +542,8 @@ class ShelveStore(TaskStore):
         for entry, (snapshot, lasts, refs) in placed:
             entry.snapshot, entry.snap_alone = snapshot, True
             entry.lasts, entry.refs, entry.bare = lasts, refs, [True] * len(refs)
+            entry.log_bytes = sum(length for last, (_, length) in zip(lasts, refs)
+                                  if last > entry.snap_seq)
         self._claims = claims
         self._base_size = self._log.end
 
@@ -525,8 +551,11 @@ class ShelveStore(TaskStore):
         """Write one task's live records to ``new``: a head (what the index keeps on
         it), its snapshot, then its events in order, copying as they are the records
         that need no merging.  Where they went, for the index."""
-        fields = {"k": "t", "id": task_id, "seq": entry.seq, "cx": entry.context_id,
-                  "st": entry.state, "up": entry.updated_at}
+        fields: Dict[str, Any] = {"k": "t", "id": task_id, "seq": entry.seq,
+                                  "cx": entry.context_id, "st": entry.state,
+                                  "up": entry.updated_at}
+        if entry.history_len is not None:
+            fields["hl"] = entry.history_len
         new.add(dumps({**fields, "ev": [],
                        "meta": [entry.tenant, entry.owner, entry.dialect,
                                 entry.created_at]}).encode())
@@ -556,13 +585,19 @@ class ShelveStore(TaskStore):
                 write(self._payload(ref), last)
                 continue
             merging: List[Any] = []
+            merged_bytes = 0
             for _, ref in run:
                 rec = (shared if shared is not None and ref == entry.snapshot
                        else json.loads(self._payload(ref)))
-                merging.extend(rec["ev"])
-                while len(merging) >= COMPACT_BATCH:
-                    batch, merging = merging[:COMPACT_BATCH], merging[COMPACT_BATCH:]
-                    write(dumps({**fields, "ev": batch}).encode(), batch[-1][0])
+                for pair in rec["ev"]:
+                    if merging and merged_bytes + _stored_length(pair[1]) > COMPACT_BATCH_BYTES:
+                        write(dumps({**fields, "ev": merging}).encode(), merging[-1][0])
+                        merging, merged_bytes = [], 0
+                    merging.append(pair)
+                    merged_bytes += _stored_length(pair[1])
+                    if len(merging) == COMPACT_BATCH:
+                        write(dumps({**fields, "ev": merging}).encode(), merging[-1][0])
+                        merging, merged_bytes = [], 0
             if merging:
                 write(dumps({**fields, "ev": merging}).encode(), merging[-1][0])
         return snapshot_ref, lasts, refs
@@ -571,12 +606,14 @@ class ShelveStore(TaskStore):
     def _event_runs(entry: "_Task") -> List[Tuple[bool, List[Tuple[int, Ref]]]]:
         """A task's event records, oldest first, as ``(copy, [(last seq, ref), ...])``:
         a record to copy as it is, alone, or a run of records to merge.  A bare record
-        is copied when it holds half a batch or more, or has no small neighbour to
-        merge with (a finished task's one record is then never decoded again)."""
+        is copied when it holds half a batch or more (of events or of bytes), or has no
+        small neighbour to merge with (a finished task's one record is then never
+        decoded again)."""
         sized = []
         previous = 0
         for last, ref, is_bare in zip(entry.lasts, entry.refs, entry.bare):
-            sized.append((is_bare and last - previous >= COMPACT_BATCH // 2, is_bare, last, ref))
+            big = last - previous >= COMPACT_BATCH // 2 or ref[1] >= COMPACT_BATCH_BYTES // 2
+            sized.append((is_bare and big, is_bare, last, ref))
             previous = last
         runs: List[Tuple[bool, List[Tuple[int, Ref]]]] = []
         for big, group in itertools.groupby(sized, key=lambda each: each[0]):
@@ -621,6 +658,12 @@ class ShelveStore(TaskStore):
             self._log.close()
 
 
+def _stored_length(stored: Any) -> int:
+    """About how many bytes an event takes in a record: its JSON text (or, as
+    shelve files of 0.2's development kept it, its parsed JSON)."""
+    return len(stored) if isinstance(stored, str) else len(dumps(stored))
+
+
 def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
                  created_at: str, *, snapshot: bool = True) -> Dict[str, Any]:
     """A task's events (numbered), what the index keeps on it and, with ``snapshot``,
@@ -628,7 +671,7 @@ def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
     outline = record.outline
     rec = {"k": "t", "id": outline.id, "seq": record.seq, "ev": events,
            "cx": outline.context_id, "st": outline.status.state.value,
-           "up": outline.status.timestamp or created_at}
+           "up": outline.status.timestamp or created_at, "hl": len(outline.history)}
     if snapshot:
         rec["task"] = encode(record.task)
     return rec

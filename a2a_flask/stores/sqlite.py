@@ -6,10 +6,12 @@ of file handles.  Appends run in ``BEGIN IMMEDIATE`` transactions that check
 the expected sequence number, so writers in different processes never lose an
 update.  An append inserts its events, moves the task's row on, and stores the
 task snapshot (in a table of its own) only now and then
-(:func:`~.base.snapshot_due`); :meth:`SQLiteStore.load` folds the events
-logged after the stored snapshot, so an event costs the same at any task length.
-A file of a2a_flask 0.1 (the snapshot in the task's row) is moved to this
-schema when first opened.
+(:func:`~.base.snapshot_due`, counting the bytes logged since the last one);
+:meth:`SQLiteStore.load` folds the events logged after the stored snapshot and
+keeps the history as long as the runtime left it, so an event (a chunk, a
+message to an open task) costs the same at any task length.
+A file of a2a_flask 0.1 (the snapshot in the task's row) or 0.2 (no byte
+counts) is moved to this schema when first opened.
 Waiters wake at once for writes made in this process and notice other
 processes' commits through ``PRAGMA data_version`` within the poll interval.
 """
@@ -38,6 +40,7 @@ from .base import (
     decode_page_token,
     encode_page_token,
     fold,
+    kept_history,
     outages_as_unavailable,
     report_outage,
     snapshot_due,
@@ -47,6 +50,14 @@ from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_e
 
 #: How often a waiter looks for commits made by other processes (seconds).
 POLL_INTERVAL = 0.02
+
+#: Columns of the tasks table added after 0.2, for :func:`~.base.snapshot_due`
+#: counting bytes: the stored snapshot's length, the length of the events logged
+#: since it, and the history's length as the runtime trimmed it (NULL: untrimmed,
+#: as in a row written before, whose snapshot was stored with every such change).
+SIZE_COLUMNS = ("snap_bytes INTEGER NOT NULL DEFAULT 0",
+                "log_bytes INTEGER NOT NULL DEFAULT 0",
+                "history_len INTEGER")
 
 #: The tasks table (``{name}``: the migration builds it under another name first).
 #: The snapshot lives in a table of its own: SQLite rewrites a whole row on any
@@ -63,7 +74,8 @@ CREATE TABLE IF NOT EXISTS {name} (
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     seq INTEGER NOT NULL,
-    snap_seq INTEGER NOT NULL
+    snap_seq INTEGER NOT NULL,
+    """ + ",\n    ".join(SIZE_COLUMNS) + """
 );
 """
 
@@ -138,23 +150,29 @@ class SQLiteStore(TaskStore):
         raise StoreError(f"sqlite store at {self.path} stayed locked for {BUSY_TIMEOUT}s")
 
     def _migrate(self) -> None:
-        """Bring a file from 0.1 (the snapshot in the task's row, maybe no
-        ``snap_seq``) to the current schema, once, in one transaction."""
-        if "snapshot" not in self._task_columns():
+        """Bring a file of an earlier release to the current schema, once, in one
+        transaction: from 0.1 (the snapshot in the task's row, maybe no
+        ``snap_seq``), and from 0.2 (no :data:`SIZE_COLUMNS`)."""
+        columns = self._task_columns()
+        if "snapshot" not in columns and "log_bytes" in columns:
             return
         self._db.execute("BEGIN IMMEDIATE")
         try:
-            columns = self._task_columns()
-            if "snapshot" in columns:  # unless another process migrated it meanwhile
+            columns = self._task_columns()  # unless another process migrated it meanwhile
+            if "snapshot" in columns:
                 snap_seq = "COALESCE(snap_seq, seq)" if "snap_seq" in columns else "seq"
                 self._db.execute("INSERT OR REPLACE INTO snapshots SELECT id, snapshot FROM tasks")
                 self._db.execute(TASKS_TABLE.format(name="tasks_migrated"))
                 self._db.execute(
-                    "INSERT INTO tasks_migrated SELECT id, tenant, owner, dialect, context_id, "
-                    f"state, created_at, updated_at, seq, {snap_seq} FROM tasks")
+                    "INSERT INTO tasks_migrated (id, tenant, owner, dialect, context_id, state, "
+                    "created_at, updated_at, seq, snap_seq) SELECT id, tenant, owner, dialect, "
+                    f"context_id, state, created_at, updated_at, seq, {snap_seq} FROM tasks")
                 self._db.execute("DROP TABLE tasks")
                 self._db.execute("ALTER TABLE tasks_migrated RENAME TO tasks")
                 self._db.execute(TASKS_INDEX)
+            elif "log_bytes" not in columns:
+                for column in SIZE_COLUMNS:
+                    self._db.execute(f"ALTER TABLE tasks ADD COLUMN {column}")
             self._db.execute("COMMIT")
         except BaseException:
             self._db.execute("ROLLBACK")
@@ -209,30 +227,32 @@ class SQLiteStore(TaskStore):
 
     def _record(self, row: Any) -> TaskRecord:
         """A record from a ``_COLUMNS`` row: its snapshot plus the events logged after it."""
-        task_id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq = row
+        task_id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq, history_len = row
         task = load_task(snapshot)
         if snap_seq < seq:
             rows = self._query("SELECT event FROM events WHERE task_id=? AND seq>? AND seq<=? "
                                "ORDER BY seq", (task_id, snap_seq, seq))
-            task = fold(task, (load_event(text) for (text,) in rows))
+            task = kept_history(fold(task, (load_event(text) for (text,) in rows)), history_len)
         return TaskRecord(task, seq, tenant, owner, dialect, created_at)
 
     # ------------------------------------------------------------ contract
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
         task = record.task
+        snapshot = dump_task(task)
         with self._transaction() as db:
             try:
                 db.execute(
                     "INSERT INTO tasks (id, tenant, owner, dialect, context_id, state, "
-                    "created_at, updated_at, seq, snap_seq) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                    "created_at, updated_at, seq, snap_seq, snap_bytes, log_bytes, history_len) "
+                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?)",
                     (task.id, record.tenant, record.owner, record.dialect, task.context_id,
                      task.status.state.value, record.created_at, record.updated_at, record.seq,
-                     record.seq),
+                     record.seq, len(snapshot), len(task.history)),
                 )
             except sqlite3.IntegrityError:
                 raise SequenceConflict(task.id) from None
-            db.execute("INSERT INTO snapshots VALUES (?,?)", (task.id, dump_task(task)))
+            db.execute("INSERT INTO snapshots VALUES (?,?)", (task.id, snapshot))
             db.execute("INSERT INTO events VALUES (?,?,?)",
                        (task.id, record.seq, dump_event(first_event)))
         self._notifier.notify(task.id)
@@ -247,22 +267,26 @@ class SQLiteStore(TaskStore):
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
+        logged = [dump_event(event) for event in events]
+        outline = record.outline
         with self._transaction() as db:
-            row = db.execute("SELECT seq, snap_seq FROM tasks WHERE id=?",
+            row = db.execute("SELECT seq, snap_seq, snap_bytes, log_bytes FROM tasks WHERE id=?",
                              (task_id,)).fetchone()
             if row is None or row[0] != expected_seq:
                 raise SequenceConflict(task_id)
-            snap_seq, seq = row[1], expected_seq
-            for event in events:
-                seq += 1
-                db.execute("INSERT INTO events VALUES (?,?,?)", (task_id, seq, dump_event(event)))
-            state, updated = record.state.value, record.outline.status.timestamp or ""
-            if snapshot_due(snap_seq, seq, events):
-                snap_seq = seq
-                db.execute("UPDATE snapshots SET snapshot=? WHERE task_id=?",
-                           (dump_task(record.task), task_id))
-            db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snap_seq=? WHERE id=?",
-                       (state, updated, seq, snap_seq, task_id))
+            _, snap_seq, snap_bytes, log_bytes = row
+            seq = expected_seq + len(events)
+            db.executemany("INSERT INTO events VALUES (?,?,?)",
+                           [(task_id, expected_seq + i, text) for i, text in enumerate(logged, 1)])
+            log_bytes += sum(len(text) for text in logged)
+            if snapshot_due(snap_seq, seq, events, logged=log_bytes, snapshot_size=snap_bytes):
+                snapshot = dump_task(record.task)
+                snap_seq, snap_bytes, log_bytes = seq, len(snapshot), 0
+                db.execute("UPDATE snapshots SET snapshot=? WHERE task_id=?", (snapshot, task_id))
+            db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snap_seq=?, snap_bytes=?, "
+                       "log_bytes=?, history_len=? WHERE id=?",
+                       (outline.status.state.value, outline.status.timestamp or "", seq,
+                        snap_seq, snap_bytes, log_bytes, len(outline.history), task_id))
         self._notifier.notify(task_id)
         return seq
 
@@ -396,7 +420,7 @@ class SQLiteStore(TaskStore):
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
 #: What :meth:`SQLiteStore._record` reads, and from where.
-_COLUMNS = "id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq"
+_COLUMNS = "id, tenant, owner, dialect, created_at, seq, snapshot, snap_seq, history_len"
 _TASKS = "tasks JOIN snapshots ON snapshots.task_id = tasks.id"
 
 

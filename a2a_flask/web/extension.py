@@ -205,7 +205,8 @@ class A2A:
         runtime = Runtime(store, run_in_app, cancel_grace=settings.cancel_grace,
                           close_on_auth_required=settings.close_stream_on_auth_required,
                           lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl,
-                          max_history=settings.max_history)
+                          max_history=settings.max_history,
+                          max_task_bytes=settings.max_task_bytes)
         # In each gunicorn worker: at SIGTERM or HUP, running tasks get the graceful
         # timeout, then fail with a clear status message (not left to their leases).
         runtime.process_hooks.append(lambda: on_worker_shutdown(runtime.shutdown))
