@@ -708,7 +708,13 @@ def test_a_task_stored_before_lazy_snapshots_still_loads_and_appends(tmp_path):
     try:
         create(store, "t1")
         append(store, "t1", [status_event("t1", S.WORKING)])
-        store._redis.hdel(store._key("task", "t1"), "snap_seq")  # what an older store wrote
+        # What an older store wrote: the snapshot with every append, and no snap_seq
+        # (nor the byte counts).
+        from a2a_flask.stores.serial import dump_task
+
+        key = store._key("task", "t1")
+        store._redis.hset(key, "snapshot", dump_task(store.load("t1").task))
+        store._redis.hdel(key, "snap_seq", "snap_bytes", "log_bytes", "history_len")
         assert store.load("t1").state is S.WORKING
         append(store, "t1", [chunk_event("t1", 0)])
         assert store.load("t1").task.artifacts[0].parts[0].text == "c0"

@@ -8,6 +8,7 @@ is in tests/test_shelve_log.py.)
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from typing import Optional
@@ -291,7 +292,7 @@ def test_messages_to_an_open_task_write_bytes_linear_in_what_was_sent(make_app, 
     assert ratio < 8, ratio
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "shelve"])
+@pytest.mark.parametrize("kind", ["sqlite", "shelve", "redis"])
 def test_a_large_snapshot_is_not_rewritten_for_each_doubling_of_small_events(tmp_path, kind):
     """A 1 MiB message, then 2,000 small chunks: counting events alone stored the 1 MiB
     snapshot again 6 times (at 34, 68, ... 1,088 chunks: O(log n) copies of what the
@@ -310,6 +311,56 @@ def test_a_large_snapshot_is_not_rewritten_for_each_doubling_of_small_events(tmp
             snapshots.add(stored_snapshot_seq(store, "t1"))
         assert len(snapshots) <= 3, sorted(snapshots)  # the message's, then at most 2
         assert len(store.load("t1").task.artifacts[0].parts) == 2000
+    finally:
+        store.close()
+
+
+def test_messages_to_an_open_task_send_redis_bytes_linear_in_what_was_sent(tmp_path):
+    """The same on Redis, counting what the store sends it: 40 messages of 256 KiB
+    to one task waiting for input cost a small multiple of the 10 MiB sent, where
+    rewriting the snapshot with each one sent ~20x (and a snapshot past 512 MB
+    made the task unwritable)."""
+    count, size = 40, 256 << 10
+    store = open_store("redis", str(tmp_path / "tasks"))
+    sent = []
+    append_script = store._append
+
+    def counted(keys, args):
+        sent.append(sum(len(str(arg)) for arg in args))
+        return append_script(keys=keys, args=args)
+
+    store._append = counted
+    try:
+        create(store, "t1")
+        for number in range(count):
+            append(store, "t1", [turn(number, "x" * size)])
+        ratio = sum(sent) / (count * size)
+        assert ratio < 8, ratio
+        history = store.load("t1").task.history
+        assert len(history) == count + 1 and history[-1].message_id == f"u{count - 1}"
+    finally:
+        store.close()
+
+
+def turn(number: int, text: str) -> Message:
+    return Message(message_id=f"u{number}", role=Role.USER, parts=[Part(text=text)],
+                   task_id="t1", context_id="ctx")
+
+
+def test_redis_keeps_the_trimmed_history_between_snapshots(tmp_path):
+    """The runtime trims the history (A2A_MAX_HISTORY); a snapshot stored later
+    holds the cut, and a load in between cuts the events folded in as well."""
+    store = open_store("redis", str(tmp_path / "tasks"))
+    try:
+        record = create(store, "t1")
+        for number in range(6):
+            event = turn(number, f"turn {number}")
+            after = record.after([event])
+            after.task = dataclasses.replace(after.task, history=after.task.history[-3:])
+            store.append("t1", record.seq, [event], after)
+            record = store.load("t1")
+            assert len(record.task.history) == min(number + 2, 3)  # the first message too
+        assert [m.parts[0].text for m in record.task.history] == ["turn 3", "turn 4", "turn 5"]
     finally:
         store.close()
 

@@ -3,7 +3,10 @@
 Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 
 ``{p}:task:{id}``   hash: the record's fields, the JSON snapshot and ``snap_seq``, the
-                    last event it includes (later events are folded in on load)
+                    last event it includes (later events are folded in on load, and
+                    the history cut to ``history_len``); ``snap_bytes`` and
+                    ``log_bytes``, the snapshot's size and the bytes logged since,
+                    say when the next snapshot is due (:func:`~.base.snapshot_due`)
 ``{p}:log:{id}``    list: the event log, entry ``seq - 1`` is event ``seq``
 ``{p}:owned:{tenant and owner}``  sorted set of a caller's task ids by status time
                     (ListTasks); the pair is :func:`~.base.join_key`'d
@@ -61,6 +64,7 @@ from .base import (
     fold,
     is_behind,
     join_key,
+    kept_history,
     outages_as_unavailable,
     safe_url,
     snapshot_due,
@@ -113,15 +117,20 @@ def _check_lengths(task_id: str, texts: List[str]) -> List[str]:
 
 
 # KEYS: task, log, index, channel, push, push order.  ARGV: expected seq, snapshot
-# ('' keeps the stored one), state, updated_at, score, task id, ttl seconds for terminal tasks (0 = none), events...
+# ('' keeps the stored one), state, updated_at, score, task id, ttl seconds for terminal
+# tasks (0 = none), the new snapshot's bytes, the bytes logged since the snapshot, the
+# history's length, events...
 _APPEND = """
 local seq = redis.call('HGET', KEYS[1], 'seq')
 if not seq then return -1 end
 if tonumber(seq) ~= tonumber(ARGV[1]) then return -2 end
-for i = 8, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-local new = tonumber(ARGV[1]) + (#ARGV - 7)
-redis.call('HSET', KEYS[1], 'seq', new, 'state', ARGV[3], 'updated_at', ARGV[4])
-if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'snapshot', ARGV[2], 'snap_seq', new) end
+for i = 11, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local new = tonumber(ARGV[1]) + (#ARGV - 10)
+redis.call('HSET', KEYS[1], 'seq', new, 'state', ARGV[3], 'updated_at', ARGV[4],
+           'log_bytes', ARGV[9], 'history_len', ARGV[10])
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], 'snapshot', ARGV[2], 'snap_seq', new, 'snap_bytes', ARGV[8])
+end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
 if tonumber(ARGV[7]) > 0 then
   for i = 1, 6 do
@@ -330,17 +339,20 @@ class RedisStore(TaskStore):
             # Log entry i holds event i + 1; entries only ever get added, so the
             # range is exactly the events after the snapshot, up to this seq.
             raw = self._redis.lrange(self._key("log", task_id), snap_seq, seq - 1)
-            task = fold(task, (load_event(item.decode()) for item in raw))
+            history_len = fields.get(b"history_len")
+            task = kept_history(fold(task, (load_event(item.decode()) for item in raw)),
+                                None if history_len is None else int(history_len))
         return TaskRecord(task, seq, text("tenant"), text("owner"), text("dialect"),
                           text("created_at"))
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
         task = record.task
+        snapshot = _check_lengths(task.id, [dump_task(task)])[0]
         fields = {"tenant": record.tenant, "owner": record.owner, "dialect": record.dialect,
                   "context_id": task.context_id, "state": task.status.state.value,
                   "created_at": record.created_at, "updated_at": record.updated_at,
-                  "seq": record.seq, "snapshot": _check_lengths(task.id, [dump_task(task)])[0],
-                  "snap_seq": record.seq}
+                  "seq": record.seq, "snapshot": snapshot, "snap_seq": record.seq,
+                  "snap_bytes": len(snapshot), "log_bytes": 0}
         flat: List[Any] = [item for pair in fields.items() for item in pair]
         created = self._create(
             keys=[self._key("task", task.id), self._key("log", task.id),
@@ -361,23 +373,32 @@ class RedisStore(TaskStore):
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
-        tenant, owner, created, snap_seq = self._redis.hmget(
-            self._key("task", task_id), "tenant", "owner", "created_at", "snap_seq")
+        tenant, owner, created, snap_seq, snap_bytes, log_bytes = self._redis.hmget(
+            self._key("task", task_id), "tenant", "owner", "created_at", "snap_seq",
+            "snap_bytes", "log_bytes")
         if tenant is None:
             raise SequenceConflict(task_id)
         last = expected_seq + len(events)
-        due = snap_seq is None or snapshot_due(int(snap_seq), last, events)
+        logged = _check_lengths(task_id, [dump_event(e) for e in events])
+        # Bytes, as the file stores count them: a message to an open task is logged
+        # alone, and the snapshot is stored again only once the bytes logged since the
+        # last one pay for it (a task written before the counts starts them at 0).
+        since = int(log_bytes or 0) + sum(len(text) for text in logged)
+        size = int(snap_bytes or 0)
+        due = snap_seq is None or snapshot_due(int(snap_seq), last, events, logged=since,
+                                               snapshot_size=size)
+        snapshot = _check_lengths(task_id, [dump_task(record.task)])[0] if due else ""
+        if due:
+            size, since = len(snapshot), 0
         state = record.state
         updated = record.outline.status.timestamp or created.decode()
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
-        snapshot, *logged = _check_lengths(task_id, [dump_task(record.task) if due else "",
-                                                     *[dump_event(e) for e in events]])
         seq = self._append(
             keys=[self._key("task", task_id), self._key("log", task_id),
                   self._index(tenant.decode(), owner.decode()), self._channel,
                   self._key("push", task_id), self._key("pushorder", task_id)],
             args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
-                  ttl, *logged],
+                  ttl, size, since, len(record.outline.history), *logged],
         )
         if seq < 0:
             raise SequenceConflict(task_id)
