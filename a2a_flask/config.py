@@ -98,6 +98,8 @@ class Settings:
     #: limit): what a crowd without credentials may hold of a worker's memory.  Raise it
     #: together with gunicorn's ``--worker-connections`` (1000 by default) to serve more.
     max_anonymous_streams: int = 1000
+    #: Webhooks one task may have (0: no limit): each of its events is pushed to each.
+    max_push_configs: int = 10
     #: Process-wide, opt-in: run Python's full garbage collections only after this many
     #: middle-generation ones (``gc.set_threshold``'s third value; Python's own is 10).
     #: Stored tasks are many long-lived objects that every full pass walks again; 0
@@ -166,7 +168,8 @@ class Settings:
 
 _AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_attempts")
 _NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_task_bytes",
-                 "max_streams_per_caller", "max_anonymous_streams", "gc_full_every")
+                 "max_streams_per_caller", "max_anonymous_streams", "max_push_configs",
+                 "gc_full_every")
 _POSITIVE = ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl", "body_timeout",
              "push_timeout", "push_retry_delay", "push_retry_max_delay")
 _RANGES: Tuple[Tuple[Tuple[str, ...], Callable[[Any], bool], str], ...] = (

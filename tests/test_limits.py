@@ -295,3 +295,43 @@ def test_a_01_task_id_no_task_could_have_is_invalid_params(make_app):
     body = rpc(client, "tasks/send", {"id": "x" * 300, "message": {
         "role": "user", "parts": [{"type": "text", "text": "hi"}]}}, headers={"A2A-Version": "0.3"})
     assert body["error"]["code"] == -32602
+
+
+def test_a_task_takes_at_most_max_push_configs_webhooks(make_app):
+    """Each event is pushed to every webhook of its task: registrations past
+    ``A2A_MAX_PUSH_CONFIGS`` are refused, so a caller cannot multiply what each
+    event costs; registering one again under its id replaces it."""
+    gate = Gate()
+
+    def slow(ctx):
+        ctx.working("waiting")
+        gate.release.wait(10)
+        ctx.complete("done")
+
+    app = make_app(slow, card=make_card(capabilities=AgentCapabilities(
+        streaming=True, push_notifications=True)), max_push_configs=2)
+    client = app.test_client()
+    try:
+        task = rpc(client, "SendMessage", {"message": message(), "configuration": {
+            "returnImmediately": True}})["result"]["task"]
+
+        def register(config_id):
+            return rpc(client, "CreateTaskPushNotificationConfig", {
+                "taskId": task["id"], "id": config_id, "url": "https://hooks.example.com/a"})
+
+        assert "result" in register("one") and "result" in register("two")
+        assert "result" in register("two")  # the same id again: replaced, not added
+        refused = register("three")["error"]
+        assert refused["code"] == -32602 and "A2A_MAX_PUSH_CONFIGS" in refused["message"]
+        # With a message to the task too: refused before the message is added.
+        answer = rpc(client, "SendMessage", {
+            "message": message("more", taskId=task["id"]), "configuration": {
+                "taskPushNotificationConfig": {"id": "four",
+                                               "url": "https://hooks.example.com/b"}}})
+        assert answer["error"]["code"] == -32602
+        got = rpc(client, "GetTask", {"id": task["id"]})["result"]
+        assert [m["parts"][0]["text"] for m in got["history"]] == ["hi"]
+        listed = rpc(client, "ListTaskPushNotificationConfigs", {"taskId": task["id"]})
+        assert sorted(c["id"] for c in listed["result"]["configs"]) == ["one", "two"]
+    finally:
+        gate.release.set()

@@ -178,6 +178,8 @@ class Limits:
     max_streams_per_caller: int = 100
     #: Open streams of all anonymous callers together in this process (0: no limit).
     max_anonymous_streams: int = 1000
+    #: Webhooks one task may have (0: no limit): each event is pushed to each of them.
+    max_push_configs: int = 10
 
 
 class AgentService:
@@ -294,6 +296,9 @@ class AgentService:
         self._check_input_modes(message)
         if message.task_id:
             record = self._visible(message.task_id, ctx, "message.taskId")
+            if config is not None and config.task_push_notification_config is not None:
+                self._check_push_room(record.task.id, config.task_push_notification_config.id,
+                                      "configuration.taskPushNotificationConfig")
             before = record.seq
             if message.context_id and message.context_id != record.task.context_id:
                 raise InvalidParamsError(
@@ -545,7 +550,24 @@ class AgentService:
         self._require_push()
         record = self._visible(config.task_id, ctx, "taskId")
         self._check_webhook(config)
+        self._check_push_room(config.task_id, config.id, "taskId")
         return self._store_push(config, ctx, record.seq)
+
+    def _check_push_room(self, task_id: str, config_id: str, field: str) -> None:
+        """Refuse a webhook past the task's ``A2A_MAX_PUSH_CONFIGS`` (registering one
+        again under its id replaces it): every event goes to every webhook, so a
+        caller's registrations must not multiply what each event costs."""
+        limit = self.limits.max_push_configs
+        if not limit:
+            return
+        others = [t for t in self.store.push_targets(task_id)
+                  if not config_id or t.config.id != config_id]
+        if len(others) >= limit:
+            raise InvalidParamsError(
+                f"Task {task_id} already has {len(others)} webhooks, the most one task may "
+                f"have (A2A_MAX_PUSH_CONFIGS); delete one first",
+                metadata={"taskId": task_id, "limit": limit},
+                violations=[(field, f"the task has {limit} webhooks already")])
 
     def _masked(self, config: TaskPushNotificationConfig) -> TaskPushNotificationConfig:
         auth = config.authentication

@@ -215,7 +215,7 @@ class A2A:
         service.auth_challenge = auth.challenge
         service.limits = Limits(settings.max_parts, settings.max_file_size,
                                 settings.max_streams_per_caller,
-                                settings.max_anonymous_streams)
+                                settings.max_anonymous_streams, settings.max_push_configs)
         renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings, card),
                                 legacy=bool(settings.legacy_card))
         state = AgentState(self.name, settings, service, renderer, auth, release_store)
