@@ -65,6 +65,7 @@ from ..protocol.calls import Wait
 from ..protocol.events import Event
 from ..observe import tasks as observe
 from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore, finishes
+from ..stores.shared import SharedLog
 from .budget import growth, message_size, needs_folded, task_size, too_large
 
 log = logging.getLogger("a2a_flask")
@@ -392,9 +393,9 @@ class Run:
 # ------------------------------------------------------------------ runtime
 
 
-def wait_without_spinning(store: TaskStore, task_id: str, seq: int, timeout: float,
+def wait_without_spinning(log: SharedLog, task_id: str, seq: int, timeout: float,
                           idle_at: Optional[int]) -> Optional[int]:
-    """``store.wait`` for news after ``seq``, unless the last wait at this ``seq``
+    """``log.wait`` for news after ``seq``, unless the last wait at this ``seq``
     came back early with nothing new: a store whose wait cannot block (a closed
     log, a broken backend) would then make the caller's loop spin without
     yielding, so it sleeps a little instead.  Returns the ``idle_at`` to pass
@@ -403,7 +404,7 @@ def wait_without_spinning(store: TaskStore, task_id: str, seq: int, timeout: flo
         time.sleep(min(timeout, 0.05))
         return None
     started = time.monotonic()
-    store.wait(task_id, seq, timeout)
+    log.wait(task_id, seq, timeout)
     return seq if time.monotonic() - started < timeout / 2 else None
 
 
@@ -411,16 +412,16 @@ class _LogWait(Wait):
     """A follower's wait for news in a task's log after ``seq`` (one small object per
     parked stream, so that thousands of them cost little)."""
 
-    __slots__ = ("store", "task_id", "seq", "timeout", "idle_at")
+    __slots__ = ("log", "task_id", "seq", "timeout", "idle_at")
 
-    def __init__(self, store: TaskStore, task_id: str, seq: int, timeout: float,
+    def __init__(self, log: SharedLog, task_id: str, seq: int, timeout: float,
                  idle_at: Optional[int]) -> None:
         super().__init__()
-        self.store, self.task_id, self.seq = store, task_id, seq
+        self.log, self.task_id, self.seq = log, task_id, seq
         self.timeout, self.idle_at = timeout, idle_at
 
     def block(self) -> None:
-        self.idle_at = wait_without_spinning(self.store, self.task_id, self.seq,
+        self.idle_at = wait_without_spinning(self.log, self.task_id, self.seq,
                                              self.timeout, self.idle_at)
 
 
@@ -432,6 +433,8 @@ class Runtime:
                  lease_ttl: float = 30.0, task_ttl: float = 0.0, max_history: int = 0,
                  max_task_bytes: int = 0) -> None:
         self.store = store
+        #: The reads of followers, shared per task in this process (streams, waits, pushes).
+        self.log = SharedLog(store)
         self._invoke = invoke
         self.cancel_grace = cancel_grace
         self.close_on_auth_required = close_on_auth_required
@@ -803,19 +806,21 @@ class Runtime:
         """The record once it is terminal or interrupted, or as it is after ``timeout``."""
         deadline = time.monotonic() + timeout
         idle_at: Optional[int] = None  # a wait returned early with nothing new at this seq
-        while True:
-            # The head (seq, state) is enough to wait on; the record is loaded once, at the end.
-            head = self.store.head(task_id)
-            if head is None:
-                raise TaskNotFoundError(metadata={"taskId": task_id})
-            seq, state = head
-            remaining = deadline - time.monotonic()
-            if state.settled or remaining <= 0:
-                record = self.store.load(task_id)
-                if record is None:
+        with self.log.following(task_id):
+            while True:
+                # The head (seq, state) is enough to wait on; the record is loaded once,
+                # at the end.
+                head = self.log.head(task_id)
+                if head is None:
                     raise TaskNotFoundError(metadata={"taskId": task_id})
-                return record
-            idle_at = wait_without_spinning(self.store, task_id, seq, remaining, idle_at)
+                seq, state = head
+                remaining = deadline - time.monotonic()
+                if state.settled or remaining <= 0:
+                    record = self.store.load(task_id)
+                    if record is None:
+                        raise TaskNotFoundError(metadata={"taskId": task_id})
+                    return record
+                idle_at = wait_without_spinning(self.log, task_id, seq, remaining, idle_at)
 
     def follow(self, task_id: str, after_seq: int, heartbeat: float, *,
                park_outside: bool = False) -> Iterator[Union[LogEntry, None, Wait]]:
@@ -832,12 +837,18 @@ class Runtime:
         # One generator, not a wrapper around another: a parked stream's greenlet keeps
         # the C stack of every generator it is suspended in (bench/README.rst, memory).
         self._followed[task_id] = self._followed.get(task_id, 0) + 1
+        log = self.log
+        log.join(task_id)
         try:
             idle_since = yielded_at = time.monotonic()
             pending = False
             idle_at: Optional[int] = None  # a wait returned early with nothing new at this seq
+            # The head is read at the start and at each heartbeat, not after every event:
+            # the log itself says when a stream ends (a crowd of followers would read
+            # the head once per event each).
+            check_head = True
             while True:
-                entries = self.store.read(task_id, after_seq)
+                entries = log.read(task_id, after_seq)
                 for entry in entries:
                     yield entry
                     after_seq = entry.seq
@@ -858,22 +869,26 @@ class Runtime:
                     pending = False
                 if self.stopping and task_id not in self._runs:
                     return
-                head = self.store.head(task_id)
-                if head is None or (head[1].terminal and head[0] <= after_seq):
-                    return
+                if check_head:
+                    head = log.head(task_id)
+                    if head is None or (head[1].terminal and head[0] <= after_seq):
+                        return
+                    check_head = False
                 # Wake-ups can be spurious (other tasks' writes), so time the
                 # heartbeat from the last thing sent, not from the last wake-up.
                 remaining = heartbeat - (time.monotonic() - idle_since)
                 if remaining <= 0:
                     yield None
                     idle_since = time.monotonic()
+                    check_head = True
                     continue
-                parked = _LogWait(self.store, task_id, after_seq, remaining, idle_at)
+                parked = _LogWait(log, task_id, after_seq, remaining, idle_at)
                 if park_outside:
                     yield parked
                 parked.wait()  # unless the consumer did
                 idle_at = parked.idle_at
         finally:
+            log.leave(task_id)
             left = self._followed.get(task_id, 1) - 1
             if left > 0:
                 self._followed[task_id] = left

@@ -209,10 +209,13 @@ class AgentService:
 
     # ----------------------------------------------------------- helpers
 
-    def _visible(self, task_id: str, ctx: CallContext, field: str = "id") -> TaskRecord:
-        """The task if this caller may see it; anything else looks like 'not found'."""
+    def _visible(self, task_id: str, ctx: CallContext, field: str = "id",
+                 shared: bool = False) -> TaskRecord:
+        """The task if this caller may see it; anything else looks like 'not found'.
+        ``shared``: callers asking at once share one load (a crowd attaching)."""
         check_id(task_id, field)
-        record = self.store.load(task_id) if task_id else None
+        load = self.runtime.log.load if shared else self.store.load
+        record = load(task_id) if task_id else None
         if record is None or record.tenant != ctx.tenant or record.owner != ctx.owner:
             raise TaskNotFoundError(f"Task {task_id} not found", metadata={"taskId": task_id})
         return record
@@ -484,7 +487,7 @@ class AgentService:
         """SubscribeToTask: the Task first, then live events; ``Last-Event-ID`` replays."""
         self._require_streaming()
         with self._stream_slot(ctx) as hold:
-            record = self._visible(request.id, ctx)
+            record = self._visible(request.id, ctx, shared=True)
             resume_from = ctx.last_event_id
             if record.state.terminal and (resume_from is None or resume_from >= record.seq):
                 raise UnsupportedOperationError(

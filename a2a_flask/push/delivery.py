@@ -41,6 +41,7 @@ from ..protocol.errors import StoreUnavailable
 from ..protocol.jsontext import json_text, stream_response_text
 from ..protocol.models import Message, Role, Task
 from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
+from ..stores.shared import SharedLog
 from .guard import UnsafeWebhookError
 from .transport import WebhookDeliveryError, WebhookResponse, WebhookTransport
 
@@ -147,8 +148,10 @@ class PushDispatcher:
                  renderer_for: Callable[[str], Callable[[], PayloadRenderer]],
                  owner: Callable[[], str], retry: Optional[RetryPolicy] = None,
                  claim_ttl: float = 30.0, sweep_interval: float = 2.0, signer: Any = None,
-                 sender: Any = None) -> None:
+                 sender: Any = None, log: Optional[SharedLog] = None) -> None:
         self.store = store
+        #: The task logs as this process's followers read them (a drain is one of them).
+        self.log = log or SharedLog(store)
         self.transport = transport
         self.renderer_for = renderer_for
         self.owner = owner
@@ -213,6 +216,10 @@ class PushDispatcher:
             is_behind(t, head[0]) for t in self.store.push_targets(task_id))
 
     def _deliver(self, task_id: str, key: str, owner: str) -> None:
+        with self.log.following(task_id):
+            self._deliver_following(task_id, key, owner)
+
+    def _deliver_following(self, task_id: str, key: str, owner: str) -> None:
         renderers: Dict[str, PayloadRenderer] = {}
         backlogs: Dict[str, _Backlog] = {}  # whole-task webhooks: config id -> backlog
         retry_at: Dict[str, float] = {}  # config id -> when its next attempt is due
@@ -222,7 +229,7 @@ class PushDispatcher:
         while not self.store.closed:
             # The head is all a round needs: a load would fold a long stream's
             # recent chunks once per round.
-            head = self.store.head(task_id)
+            head = self.log.head(task_id)
             targets = [t for t in self.store.push_targets(task_id) if not t.gave_up]
             if head is None or not targets:
                 return
@@ -261,7 +268,7 @@ class PushDispatcher:
                     idle_at = None
                 else:
                     started = time.monotonic()
-                    self.store.wait(task_id, seq, wait)
+                    self.log.wait(task_id, seq, wait)
                     if time.monotonic() - started < wait / 2:
                         idle_at = seq  # news, or an early return: the next round tells
             if not claim.renew():
@@ -286,7 +293,7 @@ class PushDispatcher:
         two processes never send one task's events.
         """
         active = list(targets)
-        for entry in self.store.entries(task_id, min(t.delivered_seq for t in targets), seq):
+        for entry in self.log.entries(task_id, min(t.delivered_seq for t in targets), seq):
             if self.store.closed:
                 return  # the app shut down: no more sends (nor signals) from it
             for target in list(active):
@@ -313,7 +320,7 @@ class PushDispatcher:
         start = min(backlogs[t.config.id].counted for t in targets)
         if start >= seq:
             return
-        for entry in self.store.entries(task_id, start, seq):
+        for entry in self.log.entries(task_id, start, seq):
             size: Optional[int] = None
             for target in targets:
                 backlog = backlogs[target.config.id]

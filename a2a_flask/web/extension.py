@@ -271,7 +271,7 @@ class A2A:
             owner=runtime.process_owner,
             retry=RetryPolicy(settings.push_max_attempts, settings.push_retry_delay,
                               settings.push_retry_max_delay),
-            claim_ttl=settings.lease_ttl, signer=signer, sender=self)
+            claim_ttl=settings.lease_ttl, signer=signer, sender=self, log=runtime.log)
         runtime.chores.append(service.push.sweep)
 
     def endpoints(self) -> List[Endpoint]:

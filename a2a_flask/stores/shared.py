@@ -1,0 +1,276 @@
+"""Reads of a task's log shared by everyone in this process who follows that task.
+
+A thousand streams of one task, each reading the store for itself, cost the
+store a thousand reads per event, and a crowd of readers could take every
+pooled connection from the run that writes the task.  :class:`SharedLog`
+stands between the followers of a process and its store (DESIGN invariant 1
+holds: the log in the store is still what everyone reads):
+
+* **one wait**: of the followers waiting for news of a task, one (the leader)
+  waits on the store; the others wait on the feed, each with its own timeout.
+  A leader that timed out with no news hands the wait to one other follower,
+  never to all of them;
+* **one read per event**: entries read at the head of the log are kept in a
+  window (the newest :data:`WINDOW` of them) that every follower reads from,
+  each at its own position; reads of the same place that run at once are one
+  store read; a follower behind the window (a slow reader, a late joiner with
+  ``Last-Event-ID``) reads the store itself, and holds no memory of others;
+* **one load** for followers that ask at once (a crowd attaching to a task
+  shares the snapshot read).
+
+At the head of the log the feed reads the store only when a wake-up may have
+brought news: a follower that finds nothing goes on to wait, and the store's
+wait (which compares sequence numbers) returns at once if anything was
+appended meanwhile, so nothing is missed.  Tasks nobody follows have no feed,
+and their reads go straight to the store.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Sequence, Tuple
+
+from ..protocol.errors import StoreUnavailable
+from ..protocol.events import LogEntry
+from ..protocol.models import TaskState
+from .base import TaskRecord, TaskStore
+
+#: Entries a feed keeps from the head of its task's log; a follower further behind
+#: reads the store itself.
+WINDOW = 256
+#: The longest a follower waits for another's store call to return (seconds): the
+#: store's own timeouts bound that call long before.
+FLIGHT_LIMIT = 60.0
+
+Head = Optional[Tuple[int, TaskState]]
+
+
+class _Flight:
+    """One store call that several callers wait for."""
+
+    __slots__ = ("done", "result", "error")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: Optional[BaseException] = None
+
+
+class _Flights:
+    """Calls of the same key made at once run once; everyone gets that call's answer."""
+
+    def __init__(self) -> None:
+        self._flying: Dict[Hashable, _Flight] = {}
+        self._lock = threading.Lock()
+
+    def call(self, key: Hashable, call: Callable[[], Any]) -> Any:
+        with self._lock:
+            flight = self._flying.get(key)
+            leads = flight is None
+            if flight is None:
+                flight = self._flying[key] = _Flight()
+        if not leads:
+            if not flight.done.wait(FLIGHT_LIMIT):
+                raise StoreUnavailable()
+            if flight.error is not None:
+                raise flight.error
+            return flight.result
+        try:
+            flight.result = call()
+            return flight.result
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
+            with self._lock:
+                del self._flying[key]
+            flight.done.set()
+
+
+class _Feed:
+    """What the followers of one task share (see the module docstring)."""
+
+    __slots__ = ("window", "stale", "wakes", "seen", "leader", "news")
+
+    def __init__(self) -> None:
+        #: Entries of the log from its head backwards, contiguous; replaced, never
+        #: changed in place, so a follower's look at it is consistent.
+        self.window: List[LogEntry] = []
+        #: Whether the store may hold entries after the window that the feed has not
+        #: read: set by each wake-up, cleared by a read that found all there was.
+        self.stale = True
+        #: Wake-ups so far (a read that overlapped one cannot vouch for having seen it).
+        self.wakes = 0
+        #: The highest sequence number a head read saw.
+        self.seen = -1
+        #: Whether a follower is waiting on the store for everyone.
+        self.leader = False
+        #: Where the other followers wait for news (or to take over the wait).
+        self.news = threading.Condition()
+
+    @property
+    def high(self) -> int:
+        """The last sequence number the feed read (-1: none yet)."""
+        window = self.window
+        return window[-1].seq if window else -1
+
+    def behind(self) -> bool:
+        """Whether the store may hold entries the window has not got."""
+        return self.stale or self.seen > self.high
+
+    def after(self, seq: int) -> Optional[List[LogEntry]]:
+        """The window's entries after ``seq``; None at or past its end, or before its start."""
+        window = self.window
+        if not window or seq >= window[-1].seq or seq < window[0].seq - 1:
+            return None
+        return window[seq - window[0].seq + 1:]
+
+    def extend(self, after_seq: int, entries: Sequence[LogEntry], whole: bool,
+               wakes: int) -> None:
+        """Keep what a store read after ``after_seq`` found: all there was if ``whole``,
+        as of ``wakes`` wake-ups."""
+        high = self.high
+        if after_seq < high:
+            return  # a follower behind the feed read an older stretch: nothing new here
+        if entries:
+            kept = self.window + list(entries) if after_seq == high else list(entries)
+            self.window = kept[-WINDOW:]
+        if whole and wakes == self.wakes:
+            self.stale = False
+
+
+class SharedLog:
+    """The reads of :class:`~.base.TaskStore` that followers make (``read``,
+    ``wait``, ``load``; ``head`` goes to the store), shared per task while someone
+    follows it (see the module docstring)."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+        #: Followers per followed task in this process.
+        self._followers: Dict[str, int] = {}
+        #: A feed per task with two followers or more (one reads the store itself, as
+        #: it would without this: a held stream costs no more memory).
+        self._feeds: Dict[str, _Feed] = {}
+        self._lock = threading.Lock()
+        self._flights = _Flights()
+
+    def join(self, task_id: str) -> None:
+        """Count the caller among the task's followers (until it calls :meth:`leave`)."""
+        with self._lock:
+            count = self._followers[task_id] = self._followers.get(task_id, 0) + 1
+            if count == 2:
+                self._feeds[task_id] = _Feed()
+
+    def leave(self, task_id: str) -> None:
+        """The caller no longer follows the task; a follower left alone reads the
+        store itself again."""
+        with self._lock:
+            count = self._followers.get(task_id, 1) - 1
+            if count > 0:
+                self._followers[task_id] = count
+            else:
+                self._followers.pop(task_id, None)
+            feed = self._feeds.pop(task_id, None) if count < 2 else None
+        if feed is not None:
+            with feed.news:
+                feed.news.notify_all()  # whoever waits on it looks again, on its own
+
+    @contextlib.contextmanager
+    def following(self, task_id: str) -> Iterator[None]:
+        """Count the caller among the task's followers for the block."""
+        self.join(task_id)
+        try:
+            yield
+        finally:
+            self.leave(task_id)
+
+    def feeds(self) -> int:
+        """How many tasks have a feed now (what this holds)."""
+        return len(self._feeds)
+
+    def followed(self) -> int:
+        """How many tasks have a follower now."""
+        return len(self._followers)
+
+    # ------------------------------------------------------------ reads
+
+    def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
+        """Entries after ``after_seq`` (a slice, as :meth:`TaskStore.read`)."""
+        feed = self._feeds.get(task_id)
+        if feed is None:
+            return self.store.read(task_id, after_seq)
+        held = feed.after(after_seq)
+        if held is not None:
+            return held
+        if after_seq >= feed.high and not feed.behind():
+            return []  # nothing since the last look: the wait will say if that changed
+
+        def read() -> Sequence[LogEntry]:
+            wakes = feed.wakes
+            # Decoded once, for every follower: a store's slice decodes per look.
+            entries = list(self.store.read(task_id, after_seq))
+            feed.extend(after_seq, entries, len(entries) < self.store.read_slice, wakes)
+            return entries
+
+        entries: Sequence[LogEntry] = self._flights.call(("read", task_id, after_seq), read)
+        return entries
+
+    def entries(self, task_id: str, after_seq: int,
+                through: Optional[int] = None) -> Iterator[LogEntry]:
+        """Every entry after ``after_seq`` (up to ``through``), as :meth:`TaskStore.entries`."""
+        while through is None or after_seq < through:
+            entries = self.read(task_id, after_seq)
+            if not entries:
+                return
+            for entry in entries:
+                if through is not None and entry.seq > through:
+                    return
+                yield entry
+                after_seq = entry.seq
+
+    def head(self, task_id: str) -> Head:
+        """The task's ``(seq, state)``, None if it does not exist; always read now
+        (a caller may just have written: an answer read before that would be wrong)."""
+        found = self.store.head(task_id)
+        feed = self._feeds.get(task_id)
+        if feed is not None and found is not None and found[0] > feed.seen:
+            feed.seen = found[0]  # the store is ahead of the window: the next read looks
+        return found
+
+    def load(self, task_id: str) -> Optional[TaskRecord]:
+        """The task's record; callers asking at once share one load, so it may be a
+        little older than the call: for followers, who read the log after it."""
+        record: Optional[TaskRecord] = self._flights.call(
+            ("load", task_id), lambda: self.store.load(task_id))
+        return record
+
+    # ------------------------------------------------------------ waiting
+
+    def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
+        """Block until the log may hold an entry after ``after_seq`` (or ``timeout``)."""
+        feed = self._feeds.get(task_id)
+        if feed is None:
+            self.store.wait(task_id, after_seq, timeout)
+            return
+        with feed.news:
+            if feed.high > after_seq:
+                return  # the feed holds more for this caller to read
+            if feed.leader:
+                feed.news.wait(timeout)
+                return
+            feed.leader = True  # this follower waits on the store for everyone
+        deadline = time.monotonic() + timeout
+        news = False
+        try:
+            self.store.wait(task_id, after_seq, timeout)
+            news = time.monotonic() < deadline  # back early: something was written
+        finally:
+            with feed.news:
+                feed.leader = False
+                if news:
+                    feed.stale = True
+                    feed.wakes += 1
+                    feed.news.notify_all()
+                else:
+                    feed.news.notify(1)  # one other follower takes over the wait
