@@ -65,7 +65,7 @@ from ..protocol.calls import Wait
 from ..protocol.events import Event
 from ..observe import tasks as observe
 from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore, finishes
-from ..stores.shared import SharedLog
+from ..stores.shared import SharedLog, wait_without_spinning
 from .budget import growth, message_size, needs_folded, task_size, too_large
 
 log = logging.getLogger("a2a_flask")
@@ -393,21 +393,6 @@ class Run:
 # ------------------------------------------------------------------ runtime
 
 
-def wait_without_spinning(log: SharedLog, task_id: str, seq: int, timeout: float,
-                          idle_at: Optional[int]) -> Optional[int]:
-    """``log.wait`` for news after ``seq``, unless the last wait at this ``seq``
-    came back early with nothing new: a store whose wait cannot block (a closed
-    log, a broken backend) would then make the caller's loop spin without
-    yielding, so it sleeps a little instead.  Returns the ``idle_at`` to pass
-    next time (the caller re-reads the store between calls)."""
-    if idle_at == seq:
-        time.sleep(min(timeout, 0.05))
-        return None
-    started = time.monotonic()
-    log.wait(task_id, seq, timeout)
-    return seq if time.monotonic() - started < timeout / 2 else None
-
-
 class _LogWait(Wait):
     """A follower's wait for news in a task's log after ``seq`` (one small object per
     parked stream, so that thousands of them cost little)."""
@@ -421,7 +406,7 @@ class _LogWait(Wait):
         self.timeout, self.idle_at = timeout, idle_at
 
     def block(self) -> None:
-        self.idle_at = wait_without_spinning(self.log, self.task_id, self.seq,
+        self.idle_at = wait_without_spinning(self.log.wait, self.task_id, self.seq,
                                              self.timeout, self.idle_at)
 
 
@@ -820,7 +805,8 @@ class Runtime:
                     if record is None:
                         raise TaskNotFoundError(metadata={"taskId": task_id})
                     return record
-                idle_at = wait_without_spinning(self.log, task_id, seq, remaining, idle_at)
+                idle_at = wait_without_spinning(self.log.wait, task_id, seq, remaining,
+                                                idle_at)
 
     def follow(self, task_id: str, after_seq: int, heartbeat: float, *,
                park_outside: bool = False) -> Iterator[Union[LogEntry, None, Wait]]:
@@ -870,7 +856,7 @@ class Runtime:
                 if self.stopping and task_id not in self._runs:
                     return
                 if check_head:
-                    head = log.head(task_id)
+                    head = log.recent_head(task_id)
                     if head is None or (head[1].terminal and head[0] <= after_seq):
                         return
                     check_head = False

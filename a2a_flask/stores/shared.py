@@ -4,25 +4,27 @@ A thousand streams of one task, each reading the store for itself, cost the
 store a thousand reads per event, and a crowd of readers could take every
 pooled connection from the run that writes the task.  :class:`SharedLog`
 stands between the followers of a process and its store (DESIGN invariant 1
-holds: the log in the store is still what everyone reads):
+holds: the log in the store is still what everyone reads).  A task with one
+follower is read as before; from the second on, the task has a *feed*:
 
-* **one wait**: of the followers waiting for news of a task, one (the leader)
-  waits on the store; the others wait on the feed, each with its own timeout.
-  A leader that timed out with no news hands the wait to one other follower,
-  never to all of them;
+* **one wait**: the feed's watcher (a greenlet, or a thread) waits on the store
+  for news of the task and wakes the followers; they wait on the feed, each
+  with its own timeout, and cost the store nothing while they wait;
 * **one read per event**: entries read at the head of the log are kept in a
   window (the newest :data:`WINDOW` of them) that every follower reads from,
   each at its own position; reads of the same place that run at once are one
   store read; a follower behind the window (a slow reader, a late joiner with
   ``Last-Event-ID``) reads the store itself, and holds no memory of others;
-* **one load** for followers that ask at once (a crowd attaching to a task
-  shares the snapshot read).
+* **one load, one head check** for followers that ask at once; a crowd
+  attaching to a task shares a snapshot at most :data:`LOAD_AGE` old, and the
+  head a follower checks now and then (is the task still there?) is at most
+  :data:`HEAD_AGE` old.
 
 At the head of the log the feed reads the store only when a wake-up may have
-brought news: a follower that finds nothing goes on to wait, and the store's
-wait (which compares sequence numbers) returns at once if anything was
-appended meanwhile, so nothing is missed.  Tasks nobody follows have no feed,
-and their reads go straight to the store.
+brought news (or a head read showed the store ahead of it): a follower that
+finds nothing goes on to wait, and the watcher's store wait (which compares
+sequence numbers) returns at once if anything was appended meanwhile, so
+nothing is missed.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional, Sequence, Tuple
 
+from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable
 from ..protocol.events import LogEntry
 from ..protocol.models import TaskState
@@ -42,8 +45,31 @@ WINDOW = 256
 #: The longest a follower waits for another's store call to return (seconds): the
 #: store's own timeouts bound that call long before.
 FLIGHT_LIMIT = 60.0
+#: The longest one store wait of a feed's watcher (seconds): it looks whether the
+#: feed still has followers at least this often.
+WATCH_WAIT = 5.0
+#: How old a head a follower's periodic check may get (seconds).
+HEAD_AGE = 1.0
+#: How old a record a follower attaching to a task with a feed may get (seconds): it
+#: is the stream's opening snapshot, and the follower reads the log after it.
+LOAD_AGE = 0.5
 
 Head = Optional[Tuple[int, TaskState]]
+
+
+def wait_without_spinning(wait: Callable[[str, int, float], None], task_id: str, seq: int,
+                          timeout: float, idle_at: Optional[int]) -> Optional[int]:
+    """``wait(task_id, seq, timeout)`` for news after ``seq``, unless the last wait at
+    this ``seq`` came back early with nothing new: a store whose wait cannot block
+    (a closed log, a broken backend) would then make the caller's loop spin without
+    yielding, so it sleeps a little instead.  Returns the ``idle_at`` to pass next
+    time (the caller re-reads between calls)."""
+    if idle_at == seq:
+        time.sleep(min(timeout, 0.05))
+        return None
+    started = time.monotonic()
+    wait(task_id, seq, timeout)
+    return seq if time.monotonic() - started < timeout / 2 else None
 
 
 class _Flight:
@@ -91,7 +117,8 @@ class _Flights:
 class _Feed:
     """What the followers of one task share (see the module docstring)."""
 
-    __slots__ = ("window", "stale", "wakes", "seen", "leader", "news")
+    __slots__ = ("window", "stale", "wakes", "seen", "checked", "waiting_at", "head",
+                 "head_at", "record", "record_at", "dropped", "news")
 
     def __init__(self) -> None:
         #: Entries of the log from its head backwards, contiguous; replaced, never
@@ -104,9 +131,19 @@ class _Feed:
         self.wakes = 0
         #: The highest sequence number a head read saw.
         self.seen = -1
-        #: Whether a follower is waiting on the store for everyone.
-        self.leader = False
-        #: Where the other followers wait for news (or to take over the wait).
+        #: The furthest position a read found nothing after (a follower ahead of the window).
+        self.checked = -1
+        #: The furthest position of a follower that waited: the watcher waits past it.
+        self.waiting_at = -1
+        #: The head a follower's periodic check last read, and when (monotonic).
+        self.head: Head = None
+        self.head_at = 0.0
+        #: The record the last attaching follower loaded, and when (monotonic).
+        self.record: Optional[TaskRecord] = None
+        self.record_at = 0.0
+        #: Set when the last but one follower left: the watcher stops.
+        self.dropped = False
+        #: Where the followers wait for the watcher's news.
         self.news = threading.Condition()
 
     @property
@@ -117,7 +154,7 @@ class _Feed:
 
     def behind(self) -> bool:
         """Whether the store may hold entries the window has not got."""
-        return self.stale or self.seen > self.high
+        return self.stale or self.seen > max(self.high, self.checked)
 
     def after(self, seq: int) -> Optional[List[LogEntry]]:
         """The window's entries after ``seq``; None at or past its end, or before its start."""
@@ -136,14 +173,34 @@ class _Feed:
         if entries:
             kept = self.window + list(entries) if after_seq == high else list(entries)
             self.window = kept[-WINDOW:]
+        elif whole and after_seq > self.checked:
+            self.checked = after_seq
         if whole and wakes == self.wakes:
             self.stale = False
+
+    def watch(self, store: TaskStore, task_id: str) -> None:
+        """The watcher: wait on the store past what the feed and its followers have
+        seen, and wake the followers when something may have come; until dropped."""
+        idle_at: Optional[int] = None
+        while not self.dropped and not store.closed:
+            seq = max(self.high, self.seen, self.checked, self.waiting_at)
+            try:
+                idle_at = wait_without_spinning(store.wait, task_id, seq, WATCH_WAIT, idle_at)
+            except Exception:  # the store's outage is the followers' to hear about
+                time.sleep(min(WATCH_WAIT, 0.5))
+                idle_at = None
+            news = idle_at is not None  # back early: something was written
+            with self.news:
+                if news:
+                    self.stale = True
+                    self.wakes += 1
+                self.news.notify_all()
 
 
 class SharedLog:
     """The reads of :class:`~.base.TaskStore` that followers make (``read``,
-    ``wait``, ``load``; ``head`` goes to the store), shared per task while someone
-    follows it (see the module docstring)."""
+    ``wait``, ``load`` and their periodic head checks), shared per task while two
+    or more follow it (see the module docstring)."""
 
     def __init__(self, store: TaskStore) -> None:
         self.store = store
@@ -159,8 +216,10 @@ class SharedLog:
         """Count the caller among the task's followers (until it calls :meth:`leave`)."""
         with self._lock:
             count = self._followers[task_id] = self._followers.get(task_id, 0) + 1
-            if count == 2:
-                self._feeds[task_id] = _Feed()
+            if count != 2:
+                return
+            feed = self._feeds[task_id] = _Feed()
+        Worker(lambda: feed.watch(self.store, task_id), name=f"a2a-feed-{task_id}")
 
     def leave(self, task_id: str) -> None:
         """The caller no longer follows the task; a follower left alone reads the
@@ -174,6 +233,7 @@ class SharedLog:
             feed = self._feeds.pop(task_id, None) if count < 2 else None
         if feed is not None:
             with feed.news:
+                feed.dropped = True
                 feed.news.notify_all()  # whoever waits on it looks again, on its own
 
     @contextlib.contextmanager
@@ -238,11 +298,40 @@ class SharedLog:
             feed.seen = found[0]  # the store is ahead of the window: the next read looks
         return found
 
+    def recent_head(self, task_id: str) -> Head:
+        """The head for a follower's periodic check (is the task still there, has it
+        ended?): at most :data:`HEAD_AGE` old where the task has a feed."""
+        feed = self._feeds.get(task_id)
+        if feed is None:
+            return self.head(task_id)
+        if feed.head is not None and time.monotonic() - feed.head_at < HEAD_AGE:
+            return feed.head
+
+        def head() -> Head:
+            found = self.head(task_id)
+            if found is not None:  # a task not found is asked again: it may be new
+                feed.head, feed.head_at = found, time.monotonic()
+            return found
+
+        found: Head = self._flights.call(("head", task_id), head)
+        return found
+
     def load(self, task_id: str) -> Optional[TaskRecord]:
-        """The task's record; callers asking at once share one load, so it may be a
-        little older than the call: for followers, who read the log after it."""
-        record: Optional[TaskRecord] = self._flights.call(
-            ("load", task_id), lambda: self.store.load(task_id))
+        """The task's record for a follower attaching: callers asking at once share
+        one load, and where the task has a feed one of at most :data:`LOAD_AGE`, so
+        it may be a little older than the call (the follower reads the log after it)."""
+        feed = self._feeds.get(task_id)
+        if feed is not None and feed.record is not None and \
+                time.monotonic() - feed.record_at < LOAD_AGE:
+            return feed.record
+
+        def load() -> Optional[TaskRecord]:
+            found = self.store.load(task_id)
+            if feed is not None and found is not None:
+                feed.record, feed.record_at = found, time.monotonic()
+            return found
+
+        record: Optional[TaskRecord] = self._flights.call(("load", task_id), load)
         return record
 
     # ------------------------------------------------------------ waiting
@@ -254,23 +343,8 @@ class SharedLog:
             self.store.wait(task_id, after_seq, timeout)
             return
         with feed.news:
-            if feed.high > after_seq:
-                return  # the feed holds more for this caller to read
-            if feed.leader:
-                feed.news.wait(timeout)
-                return
-            feed.leader = True  # this follower waits on the store for everyone
-        deadline = time.monotonic() + timeout
-        news = False
-        try:
-            self.store.wait(task_id, after_seq, timeout)
-            news = time.monotonic() < deadline  # back early: something was written
-        finally:
-            with feed.news:
-                feed.leader = False
-                if news:
-                    feed.stale = True
-                    feed.wakes += 1
-                    feed.news.notify_all()
-                else:
-                    feed.news.notify(1)  # one other follower takes over the wait
+            if feed.high > after_seq or feed.behind() or feed.dropped:
+                return  # there is more to read first (or the feed is gone)
+            if after_seq > feed.waiting_at:
+                feed.waiting_at = after_seq
+            feed.news.wait(timeout)
