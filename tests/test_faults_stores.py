@@ -17,6 +17,7 @@ import requests
 
 from a2a_flask.protocol.models import new_id
 
+from .conftest import require
 from .helpers import V1, Probing, Server, free_port, parse_sse, probe, rpc_body
 
 UNAVAILABLE = "The task store is unavailable; try again shortly"
@@ -43,12 +44,12 @@ def get_task(server: Server, task_id: str) -> Dict[str, Any]:
 
 class RedisServer:
     """Our own redis-server on a spare loopback port, persisting every write (so a
-    kill and restart loses nothing acknowledged).  Skips the test, saying so, when
-    this machine has no ``redis-server``."""
+    kill and restart loses nothing acknowledged).  Without a ``redis-server`` binary
+    the test is skipped, saying so (failed under ``A2A_REQUIRE_SERVICES=1``)."""
 
     def __init__(self, directory: Path) -> None:
         if shutil.which("redis-server") is None:
-            pytest.skip("redis-server is not installed: the Redis outage cases need their own")
+            require("redis-server is not installed: the Redis outage cases need their own")
         self.port = free_port()
         self.directory = directory
         self.proc: Any = None

@@ -32,9 +32,8 @@ def working_task(store, task_id: str) -> None:
     store.create(TaskRecord(task, 1), task)
 
 
-def test_a_task_whose_runner_stopped_renewing_fails_with_a_message(shared, store_url):
-    if store_url == "memory://":
-        pytest.skip("one process: the memory store has no other runner to lose")
+@pytest.mark.no_memory_store("one process: the memory store has no other runner to lose")
+def test_a_task_whose_runner_stopped_renewing_fails_with_a_message(shared):
     dead_store, live_store = shared
     working_task(dead_store, "orphan")
     dead_store.acquire_lease("orphan", "dead-worker", 0.1)  # then the worker dies
@@ -76,9 +75,8 @@ def test_a_live_runner_keeps_its_lease(make_app, store_url):
         time.sleep(0.02)
 
 
-def test_a_cancel_from_another_process_stops_the_run_here(shared, store_url):
-    if store_url == "memory://":
-        pytest.skip("one process: the memory store is not shared")
+@pytest.mark.no_memory_store("one process: the memory store is not shared")
+def test_a_cancel_from_another_process_stops_the_run_here(shared):
     here_store, there_store = shared
     started, stopped = threading.Event(), threading.Event()
 
@@ -105,12 +103,11 @@ def test_a_cancel_from_another_process_stops_the_run_here(shared, store_url):
     here.close()
 
 
+@pytest.mark.no_memory_store("the memory store's head is its record: no fold to spare")
 def test_a_keeper_round_reads_running_tasks_heads_not_their_records(store_url):
     """A load from an append-only store folds a long stream's recent chunks, and the
     keeper looks at every running task every second: it asks for the head (sequence
     number and state)."""
-    if store_url == "memory://":
-        pytest.skip("the memory store's head is its record: there is no fold to spare")
     store = open_store(store_url)
     release = threading.Event()
     here = runtime_on(store, lambda run: (run.set_status(TaskState.WORKING), release.wait(5)))

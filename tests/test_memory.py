@@ -20,6 +20,7 @@ import pytest
 import requests
 
 from . import memory_probe
+from .conftest import redis_up
 from .helpers import Server
 
 #: Bytes a task may leave behind (the issue's bound).
@@ -40,6 +41,8 @@ CASES = [(store, path) for store in memory_probe.STORES for path in memory_probe
 
 @pytest.mark.parametrize("store, path", CASES, ids=[f"{s}-{p}" for s, p in CASES])
 def test_more_tasks_do_not_grow_the_heap(store, path, tmp_path):
+    if store == "redis":
+        redis_up()
     warmup, tasks = BATCH.get(store, (WARMUP, TASKS))
     probe = memory_probe.Probe(store, tmp_path)
     try:

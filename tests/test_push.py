@@ -480,10 +480,9 @@ def test_signed_pushes_verify_against_the_published_keys(make_app, receiver):
 # ---------------------------------------------------------------- concurrency
 
 
+@pytest.mark.no_memory_store("the memory store is not shared between agents")
 def test_deliveries_of_one_task_are_claimed_by_one_process_at_a_time(make_app, store_url, receiver):
     """Two agents on one store (two workers): each push still arrives once, in order."""
-    if store_url == "memory://":
-        pytest.skip("the memory store is not shared between agents")
     gate = Gate()
 
     def gated(ctx):

@@ -16,7 +16,7 @@ from a2a_flask.protocol.models import TaskState, new_id
 from a2a_flask.stores.base import TaskQuery, split_key
 from a2a_flask.stores.redis import LAYOUT, RedisStore
 
-from .conftest import REDIS_URL, drop_redis_prefix
+from .conftest import REDIS_URL, drop_redis_prefix, redis_up
 from .helpers import V1, Server, rpc_body
 from .test_stores import append, create, ids, stamp, status_event
 
@@ -27,6 +27,7 @@ NESTED = [(":github", "alice"), ("", "github:alice"), ("a:b", "c"), ("a", "b:c")
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
+    redis_up()
     name = f"a2atest-{uuid.uuid4().hex[:12]}"
     yield name
     drop_redis_prefix(name)

@@ -31,7 +31,8 @@ from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore
 from a2a_flask.stores.redis import RedisStore
 from a2a_flask.stores.base import LogEntry, PushTarget, SequenceConflict, TaskQuery, TaskRecord
 
-from .conftest import REDIS_URL, SQL_STORES, drop_redis_prefix, drop_sql_database, sql_test_url
+from .conftest import (REDIS_URL, SQL_STORES, drop_redis_prefix, drop_sql_database, redis_up,
+                       sql_test_url)
 
 S = TaskState
 
@@ -92,6 +93,7 @@ def open_store(kind: str, path: str):
         store.freeze_lag = 0
         return store
     if kind == "redis":
+        redis_up()
         prefix = "a2atest-" + hashlib.sha1(path.encode()).hexdigest()[:12]
         _REDIS_PREFIXES.add(prefix)
         return RedisStore(f"{REDIS_URL}?prefix={prefix}")
