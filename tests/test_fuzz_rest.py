@@ -793,7 +793,7 @@ def hostile_payloads(rng: random.Random) -> List[Tuple[str, bytes]]:
         payloads.append(("announced huge", http_request("POST", path, b"{", length=10**12)))
         payloads.append(("negative length", http_request("POST", path, b"{}", length=-1)))
     for _ in range(30):  # chunked bodies holding cut JSON; every one properly terminated
-        # (a chunked body cut short: test_a_truncated_chunked_body_is_400)
+        # (a chunked body cut short: test_a_truncated_chunked_body_is_an_invalid_request)
         path, body = rng.choice(targets)
         chunk = body[:rng.randrange(0, len(body) + 1)]
         framed = (f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunk else b"")
@@ -973,13 +973,25 @@ def test_no_html_error_pages_on_the_agents_paths(world, verb, path):
                                                      response.get_data()[:80])
 
 
-@pytest.mark.parametrize("path", ["/a2a/rest/message:send", "/a2a"])
-def test_a_truncated_chunked_body_is_400(fuzz_server, path):
-    answer = raw_exchange(fuzz_server.port, http_request("POST", path, b"2\r\n{}\r\n",
-                                                         chunked=True))
-    status, headers, body = _split_response(answer)
-    assert status == 400 or (status == 200 and json.loads(body)["error"]["code"] != -32603), (
-        status, body[:200])
+INCOMPLETE = "The request body ended before it was complete"
+
+
+def test_a_truncated_chunked_body_is_an_invalid_request(fuzz_server):
+    """A chunked body cut short (no last chunk): REST 400 and JSON-RPC -32600, both
+    saying so, never a parse of what came (nor -32603)."""
+    answers = {path: _split_response(raw_exchange(fuzz_server.port, http_request(
+        "POST", path, b"2\r\n{}\r\n", chunked=True)))
+        for path in ("/a2a/rest/message:send", "/a2a")}
+    status, headers, body = answers["/a2a/rest/message:send"]
+    assert status == 400 and headers["content-type"] == "application/json", (status, body[:200])
+    error = json.loads(body)["error"]
+    assert (error["status"], error["message"]) == ("INVALID_ARGUMENT", INCOMPLETE)
+    assert error["details"][0]["reason"] == "INVALID_REQUEST"
+    status, headers, body = answers["/a2a"]
+    assert status == 200 and headers["content-type"] == "application/json", (status, body[:200])
+    answer = json.loads(body)
+    assert answer["id"] is None and (answer["error"]["code"], answer["error"]["message"]) == (
+        -32600, INCOMPLETE)
 
 
 def test_utf8_encoded_surrogates_are_a_parse_error(world):
@@ -988,9 +1000,15 @@ def test_utf8_encoded_surrogates_are_a_parse_error(world):
                    headers={**world.required_headers, "A2A-Version": "1.0"})
     assert response.status_code == 200 and response.mimetype == "application/json", (
         response.status_code, response.mimetype)
+    answer = response.get_json()
+    assert answer["id"] is None and answer["error"]["code"] == -32700, answer
+    assert answer["error"]["data"][0]["reason"] == "PARSE_ERROR"
 
 
 @pytest.mark.parametrize("value", ["\u00b2", "1" * 5000])
 def test_rest_last_event_id_of_odd_digits_is_ignored(world, value):
+    """ListTasks answers exactly as it does without the header."""
+    plain = world.client.get(ROOT + "/tasks", headers=ALICE)
     response = world.client.get(ROOT + "/tasks", headers={**ALICE, "Last-Event-ID": value})
-    assert response.status_code < 500, response.status_code
+    assert plain.status_code == 200
+    assert (response.status_code, response.get_json()) == (200, plain.get_json())

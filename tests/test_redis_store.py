@@ -88,6 +88,23 @@ def test_an_index_key_names_its_tenant_and_owner_unambiguously(prefix):
 # ----------------------------------------------------------------- stale entries
 
 
+@pytest.mark.parametrize("task_ttl, expiring", [(0, False), (60, True)])
+def test_a_finished_task_expires_only_under_a_task_ttl(prefix, task_ttl, expiring):
+    """A2A_TASK_TTL=0 keeps finished tasks forever: their keys get no expiry, as
+    they do under a TTL."""
+    store = open_store(prefix, task_ttl=task_ttl)
+    try:
+        create(store, "done", second=1)
+        append(store, "done", [status_event("done", S.COMPLETED, second=2)])
+        ttls = [store._redis.ttl(store._key(kind, "done")) for kind in ("task", "log")]
+        if expiring:
+            assert all(0 < ttl <= task_ttl for ttl in ttls), ttls
+        else:
+            assert ttls == [-1, -1]  # -1: the key exists and never expires
+    finally:
+        store.close()
+
+
 def test_an_expired_tasks_id_taken_by_another_caller_never_lists_for_the_first(prefix):
     """A finished task expires (the task TTL) while its index entry waits for the
     next purge; a 0.1 client then creates a task with the same id."""
