@@ -238,7 +238,9 @@ def test_a_read_slice_is_decoded_entry_by_entry(kind, tmp_path):
 
         before = alive()
         entries = store.read("t1", 1)
-        assert alive() == before, "the slice was decoded when read"
+        # A decoded slice would add four objects per entry; what the process's other
+        # threads (an earlier test's deliveries, say) make or drop meanwhile is far less.
+        assert alive() - before < len(chunks), "the slice was decoded when read"
         assert len(entries) == 200 and entries[-1].seq == 201 and entries[0].seq == 2
         assert [e.event for e in entries] == chunks and [e.event for e in entries] == chunks
         assert [e.seq for e in entries[10:13]] == [12, 13, 14] and entries[-2].event == chunks[-2]
