@@ -75,7 +75,7 @@ sed 's/^/  /' "$CONSTRAINTS"
 # What was really installed (pip would have failed on a conflict with the pins).
 "$PY" -m pip list 2>/dev/null | grep -iE '^(flask|werkzeug|requests|urllib3|gevent|gunicorn|redis) '
 
-"$PY" -m pytest -q -p no:cacheprovider \
+"$PY" -m pytest -q -rs -p no:cacheprovider \
   tests/test_push_guard.py tests/test_push_pin.py tests/test_push_headers.py \
   tests/test_stores.py tests/test_shelve_log.py tests/test_kill9.py tests/test_keeper.py \
   tests/test_server.py tests/test_push_server.py tests/test_card_origin.py

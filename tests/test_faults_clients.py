@@ -12,7 +12,7 @@ import pytest
 
 from a2a_flask.protocol.models import new_id
 
-from .helpers import Probing, Server, open_fds, probe, rss_kib, worker_pids
+from .helpers import Probing, Server, open_fds, probe, rss_kib, wait_until, worker_pids
 
 
 def raw_request(port: int, method: str, params: Dict[str, Any], *, body: bytes = b"",
@@ -135,12 +135,13 @@ def test_a_body_trickled_a_byte_a_second_is_cut_by_the_body_timeout(server):
             except socket.timeout:
                 pass
             time.sleep(0.8)
-    took = time.monotonic() - started
+        took = time.monotonic() - started
+        probing.wait_for(3)
     sock.close()
     assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
     assert b"A2A_BODY_TIMEOUT" in answer
-    assert 1.5 < took < 6, took
-    assert probing.count >= 3
+    # Not before the timeout; far sooner than the 500 bytes announced would take.
+    assert 1.5 < took < 10, took
 
 
 def test_a_half_open_connection(server):
@@ -156,10 +157,10 @@ def test_a_half_open_connection(server):
     read_until(going, b"data:")
     going.shutdown(socket.SHUT_WR)  # half-closed by the client
     with Probing(server.url, task_id) as probing:
-        time.sleep(1.5)
-    assert probing.count >= 5
-    state = server.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
-    assert state == "TASK_STATE_COMPLETED"  # the task ran to its end regardless
+        # The task runs to its end regardless.
+        wait_until(lambda: server.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
+                   == "TASK_STATE_COMPLETED", 15, "the task to complete")
+        probing.wait_for(5)
     silent.close()
     going.close()
     probe(server.url, task_id)

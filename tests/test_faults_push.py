@@ -2,14 +2,15 @@
 
 Every case runs with the hub watchdog (see :class:`helpers.Server`) and the
 probe on while the fault is on: the card and a GetTask answer within 200 ms
-each, all the time; every task the agent acknowledged ends COMPLETED.
+each, all the time (but for the odd answer a loaded machine delays: see
+:class:`helpers.Probing`); every task the agent acknowledged ends COMPLETED.
 """
 from __future__ import annotations
 
 import socket
 import struct
 import threading
-import time
+from collections import Counter
 from typing import Any, Iterator, List
 
 import pytest
@@ -17,18 +18,11 @@ import requests
 
 from a2a_flask.protocol.models import new_id
 
-from .helpers import Probing, Server, WebhookReceiver, probe, rpc_body
+from .helpers import Probing, Server, WebhookReceiver, probe, rpc_body, wait_until
 
 FAST_RETRIES = {"FLASK_A2A_PUSH_ALLOW_PRIVATE": "1", "FLASK_A2A_PUSH_RETRY_DELAY": "0.1",
                 "FLASK_A2A_PUSH_RETRY_MAX_DELAY": "0.3", "FLASK_A2A_PUSH_MAX_ATTEMPTS": "1000",
                 "FLASK_A2A_PUSH_TIMEOUT": "2", "FLASK_A2A_PUSH_ALLOWED_HOSTS": "hook.faults.invalid"}
-
-
-def wait_until(predicate, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def send_with_webhook(server: Server, url: str, text: str = "hello") -> str:
@@ -57,7 +51,8 @@ def server() -> Iterator[Server]:
 def test_a_failing_webhook_never_freezes_the_worker(tmp_path):
     """The issue's scenario: the conformance agent, a 0.1 ``tasks/send`` whose webhook
     names an allowed host that does not resolve, another whose receiver answers 500;
-    the worker is probed for ten seconds and every probe answers within 200 ms."""
+    the worker is probed while both fail and are retried (twenty probes, two retries
+    of the receiver's), and the probes answer within 200 ms."""
     env = {"FLASK_A2A_PUSH_ALLOWED_HOSTS": "hook.faults.invalid",
            "FLASK_A2A_PUSH_ALLOW_PRIVATE": "1"}
     with WebhookReceiver(default=500) as receiver, \
@@ -73,10 +68,9 @@ def test_a_failing_webhook_never_freezes_the_worker(tmp_path):
             ids.append(task_id)
         wait_until(lambda: len(receiver.attempts) >= 1, 10, "the first failed push")
         with Probing(server.url, ids[0]) as probing:
-            time.sleep(10)
-        assert probing.count >= 20
+            wait_until(lambda: len(receiver.attempts) >= 3, 30, "two retries, in the background")
+            probing.wait_for(20)
         assert "hook.faults.invalid" in server.log_text()  # the failure is logged
-        assert len(receiver.attempts) >= 2  # and retried, in the background
 
 
 # ------------------------------------------------------------ receivers that fail
@@ -125,8 +119,8 @@ class Resetter:
         self.sock.close()
 
 
-def failed_attempt_logged(server: Server, text: str) -> bool:
-    return any("attempt" in line and text in line for line in server.log_text().splitlines())
+def failed_attempts_logged(server: Server, text: str) -> int:
+    return sum("attempt" in line and text in line for line in server.log_text().splitlines())
 
 
 @pytest.mark.parametrize("fault", ["500", "redirect", "blackhole", "reset", "unresolvable",
@@ -159,10 +153,10 @@ def test_webhook_failure_is_retried_while_the_worker_answers(server, fault):
             url, expected = f"https://hook.faults.invalid/{fault}", "hook.faults.invalid"
         with Probing(server.url) as probing:
             task_id = send_with_webhook(server, url, f"hello {fault}")
-            wait_until(lambda: failed_attempt_logged(server, task_id), 10, "a failed attempt")
-            time.sleep(0.5)  # a few retries under way
+            wait_until(lambda: failed_attempts_logged(server, task_id) >= 2, 15,
+                       "a failed attempt and its retry")
             probe(server.url, task_id)
-        assert probing.count >= 3
+            probing.wait_for(3)
         assert state_of(server, task_id) == "TASK_STATE_COMPLETED"
         lines = [line for line in server.log_text().splitlines()
                  if task_id in line and "attempt" in line]
@@ -173,21 +167,21 @@ def test_webhook_failure_is_retried_while_the_worker_answers(server, fault):
 
 
 def test_slow_receiver_is_bounded_by_the_push_timeout(server):
-    """A receiver 5 s slow: the attempt ends at the push timeout (2 s here), is
-    retried, and the push arrives once the receiver answers in time."""
+    """A receiver 20 s slow: the attempt ends at the push timeout (2 s here), is
+    retried, and the push arrives while the slow answer is still being held back."""
+    stall = 20.0
     with WebhookReceiver() as receiver:
-        receiver.script = [5.0]
+        receiver.script = [stall]
         with Probing(server.url) as probing:
-            started = time.monotonic()
             task_id = send_with_webhook(server, receiver.hook(), "slow")
             pushes = receiver.wait_for(lambda got: any(task_id in str(p["json"]) for p in got),
-                                       timeout=15)
-            took = time.monotonic() - started
-        assert probing.count >= 10
-        assert failed_attempt_logged(server, task_id)
+                                       timeout=stall - 5)
+            probing.wait_for(10)
+        assert failed_attempts_logged(server, task_id)
         assert "no response within 2 s" in server.log_text()
-        assert took < 5.0, took  # the retry did not wait for the slow answer
-        assert pushes
+        first = receiver.attempts[0]
+        assert task_id in str(first["json"]) and first is not pushes[0]
+        assert pushes[0]["at"] - first["at"] < stall  # the retry did not wait for the slow answer
 
 
 def test_retry_after_is_honoured(server):
@@ -201,7 +195,7 @@ def test_retry_after_is_honoured(server):
                               timeout=15)
         mine = [a for a in receiver.attempts if task_id in str(a["json"])]
         gap = mine[1]["at"] - mine[0]["at"]
-        assert 1.9 <= gap < 4.0, gap
+        assert 1.9 <= gap < 10, gap  # not sooner; and not the backoff's or the cap's time
 
 
 def test_fifty_tasks_with_failing_webhooks_at_once(server):
@@ -224,14 +218,16 @@ def test_fifty_tasks_with_failing_webhooks_at_once(server):
             for thread in threads:
                 thread.join(30)
             assert not errors, errors[:3]
-            wait_until(lambda: len({a["json"]["task"]["id"] for a in receiver.attempts
-                                    if a["json"] and "task" in a["json"]}) >= 50,
-                       20, "a failed attempt for each task")
-            time.sleep(1)  # everybody is retrying
+            def retried() -> bool:  # every task's first event was tried twice at least
+                tries = Counter(a["json"]["task"]["id"] for a in receiver.attempts
+                                if a["json"] and "task" in a["json"])
+                return len(tries) >= 50 and min(tries.values()) >= 2
+
+            wait_until(retried, 30, "everybody retrying")
             receiver.default = 200
             receiver.wait_for(lambda got: {p["json"]["task"]["id"] for p in got
                                            if "task" in p["json"]} >= set(ids), timeout=30)
-        assert probing.count >= 5
+            probing.wait_for(5)
         assert len(ids) == 50
 
 

@@ -17,23 +17,14 @@ import requests
 
 from a2a_flask.protocol.models import new_id
 
-from .helpers import V1, Probing, Server, free_port, parse_sse, probe, rpc_body
+from .conftest import require
+from .helpers import V1, Probing, Server, free_port, parse_sse, probe, rpc_body, wait_until
 
 UNAVAILABLE = "The task store is unavailable; try again shortly"
 
 
 def message(text: str) -> Dict[str, Any]:
     return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}]}
-
-
-def wait_until(predicate, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def get_task(server: Server, task_id: str) -> Dict[str, Any]:
@@ -43,12 +34,12 @@ def get_task(server: Server, task_id: str) -> Dict[str, Any]:
 
 class RedisServer:
     """Our own redis-server on a spare loopback port, persisting every write (so a
-    kill and restart loses nothing acknowledged).  Skips the test, saying so, when
-    this machine has no ``redis-server``."""
+    kill and restart loses nothing acknowledged).  Without a ``redis-server`` binary
+    the test is skipped, saying so (failed under ``A2A_REQUIRE_SERVICES=1``)."""
 
     def __init__(self, directory: Path) -> None:
         if shutil.which("redis-server") is None:
-            pytest.skip("redis-server is not installed: the Redis outage cases need their own")
+            require("redis-server is not installed: the Redis outage cases need their own")
         self.port = free_port()
         self.directory = directory
         self.proc: Any = None
@@ -132,8 +123,10 @@ def test_redis_killed_mid_stream_and_restarted(tmp_path):
                 errors = [e for e in events if e.get("event") == "error"]
                 assert len(errors) == 1, events
                 assert errors[0]["data"]["error"]["message"] == UNAVAILABLE
-                time.sleep(2.5)  # the running task's executor ends while the store is down
-            assert probing.count >= 5
+                # The running task's executor ends while the store is down.
+                wait_until(lambda: f"task {running_id} stopped: the task store is unavailable"
+                           in server.log_text(), 30, "the running task to stop")
+                probing.wait_for(5)
             log = server.log_text()
             assert "task store unavailable" in log
             assert "Traceback" not in log, log[log.find("Traceback") - 300:][:2500]
@@ -190,7 +183,7 @@ def test_sqlite_write_locked_by_another_process(tmp_path):
                 for sender in senders:
                     sender.join(20)
                 locker.wait(10)
-            assert probing.count >= 10
+                probing.wait_for(10)
         finally:
             locker.kill()
         assert len(outcomes) == 4

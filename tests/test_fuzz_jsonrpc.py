@@ -560,12 +560,17 @@ def role_mutations(kind: str) -> st.SearchStrategy[Tuple[Any, Any]]:
     return st.one_of(good.map(lambda v: (v, BASE)), bad.map(lambda v: (v, E602)))
 
 
+def good_secret(text: str) -> bool:
+    """A webhook token the server takes (see the ``header`` fields below)."""
+    return len(text) <= 4096 and not header_value_problem(text)
+
+
 def push_inline(kind: str, flavor: Flavor) -> st.SearchStrategy[Tuple[Any, Any]]:
     """A push config inside a send: valid ones need the push capability (-32003)."""
     valid = Expect.success() if flavor.push else Expect.error(-32003)
     if kind == "push_inline_v1":
         good = st.builds(lambda token: {"url": HOOK_URL, "token": token},
-                         hostile_text.filter(lambda t: not header_value_problem(t)))
+                         hostile_text.filter(good_secret))
         bad = st.one_of(
             wrong_for_object.filter(lambda v: v is not None),
             st.sampled_from([{}, {"url": ""}, {"token": "t"}, {"url": HOOK_URL,
@@ -576,7 +581,7 @@ def push_inline(kind: str, flavor: Flavor) -> st.SearchStrategy[Tuple[Any, Any]]
     else:  # 0.3 / 0.1: {url, token, authentication: {schemes: [...]}}
         good = st.builds(lambda token: {"url": HOOK_URL, "token": token,
                                         "authentication": {"schemes": ["Bearer"]}},
-                         hostile_text.filter(lambda t: not header_value_problem(t)))
+                         hostile_text.filter(good_secret))
         bad = st.one_of(
             wrong_for_object.filter(lambda v: v is not None),
             st.sampled_from([{}, {"url": ""}, {"token": "t"}]),

@@ -4,7 +4,8 @@ headless Chromium, driven by Playwright, against a real gunicorn + gevent server
 The browser tests need a Chromium binary (Debian's ``chromium`` package; or set
 ``A2A_TEST_CHROMIUM`` to a Chrome/Chromium executable) and the ``playwright``
 package (in the ``test`` extra; it drives the system browser, no browser download).
-Without either they are skipped, saying why.
+Without either they are skipped, saying why (they fail under ``A2A_REQUIRE_SERVICES=1``,
+as in CI: see ``require`` in tests/conftest.py).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ import a2a_flask.web.inspector
 from a2a_flask import A2A
 from a2a_flask.web.inspector import CONTENT_SECURITY_POLICY, make_inspector
 
-from .conftest import make_card
+from .conftest import make_card, require
 from .helpers import V1, Server, rpc
 
 PACKAGE = Path(a2a_flask.web.inspector.__file__).resolve().parent
@@ -167,10 +168,20 @@ try:
 except ImportError:  # pragma: no cover - the test extra installs it
     sync_playwright = None
 
-needs_browser = pytest.mark.skipif(
-    CHROMIUM is None or sync_playwright is None,
-    reason="no Chromium binary found (apt-get install chromium, or set A2A_TEST_CHROMIUM)"
-    if CHROMIUM is None else "playwright is not installed (pip install -e '.[test]')")
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    """The browser the tests drive; without it (or Playwright) they skip, or fail in CI."""
+    if sync_playwright is None:
+        require("playwright is not installed (pip install -e '.[test]')")
+    if CHROMIUM is None:
+        require("no Chromium binary found (apt-get install chromium, or set A2A_TEST_CHROMIUM)")
+    return CHROMIUM
+
+
+#: Before the test's own fixtures: no server is started for a test that cannot run.
+needs_browser = pytest.mark.usefixtures("chromium")
+
 
 #: The file tests/inspector_app.py hands out (not imported: that builds its agents).
 FILE_BYTES = b"id,name\n1,lighthouse\n"
@@ -194,10 +205,10 @@ def server():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(chromium):
     playwright = sync_playwright().start()
     try:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+        browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS,
                                              timeout=30_000)
         yield browser
         browser.close()

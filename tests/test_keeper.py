@@ -11,6 +11,9 @@ from a2a_flask.engine.runtime import Runtime
 from a2a_flask.stores import open_store
 from a2a_flask.stores.base import TaskRecord
 
+from .helpers import wait_until
+from .test_stores import append, create, status_event
+
 
 @pytest.fixture
 def shared(store_url):
@@ -32,9 +35,8 @@ def working_task(store, task_id: str) -> None:
     store.create(TaskRecord(task, 1), task)
 
 
-def test_a_task_whose_runner_stopped_renewing_fails_with_a_message(shared, store_url):
-    if store_url == "memory://":
-        pytest.skip("one process: the memory store has no other runner to lose")
+@pytest.mark.no_memory_store("one process: the memory store has no other runner to lose")
+def test_a_task_whose_runner_stopped_renewing_fails_with_a_message(shared):
     dead_store, live_store = shared
     working_task(dead_store, "orphan")
     dead_store.acquire_lease("orphan", "dead-worker", 0.1)  # then the worker dies
@@ -51,34 +53,44 @@ def test_a_task_whose_runner_stopped_renewing_fails_with_a_message(shared, store
 
 
 def test_a_live_runner_keeps_its_lease(make_app, store_url):
+    """The keeper renews the lease of a run for as long as it runs: two lifetimes
+    after the start (and several renewals), no lease has expired."""
     release = threading.Event()
 
     def slow(ctx):
-        release.wait(5)
+        release.wait(30)
         return "done"
 
-    app = make_app(slow, store=store_url, lease_ttl=0.3)
+    ttl = 0.6  # the keeper renews every 0.2 s
+    app = make_app(slow, store=store_url, lease_ttl=ttl)
     state = app.extensions["a2a"]["a2a"]
+    renewals = []
+    renew = state.store.renew_leases
+
+    def counted(owner, task_ids, seconds):
+        renew(owner, task_ids, seconds)
+        renewals.extend(task_ids)
+
+    state.store.renew_leases = counted
     client = app.test_client()
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
             "params": {"message": {"messageId": "m", "role": "ROLE_USER",
                                    "parts": [{"text": "x"}]},
                        "configuration": {"returnImmediately": True}}}
+    started = time.monotonic()
     task_id = client.post("/a2a", json=body, headers={"A2A-Version": "1.0"}
                           ).get_json()["result"]["task"]["id"]
-    time.sleep(0.8)  # several lease lifetimes; the keeper renews every 0.1 s
+    wait_until(lambda: renewals.count(task_id) >= 3 and time.monotonic() - started > 2 * ttl,
+               30, "two lease lifetimes and three renewals")
     assert state.store.expired_leases() == []
     assert state.store.load(task_id).state is not TaskState.FAILED
     release.set()
-    deadline = time.monotonic() + 5
-    while state.store.load(task_id).state is not TaskState.COMPLETED:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: state.store.load(task_id).state is TaskState.COMPLETED, 15,
+               "the task to complete")
 
 
-def test_a_cancel_from_another_process_stops_the_run_here(shared, store_url):
-    if store_url == "memory://":
-        pytest.skip("one process: the memory store is not shared")
+@pytest.mark.no_memory_store("one process: the memory store is not shared")
+def test_a_cancel_from_another_process_stops_the_run_here(shared):
     here_store, there_store = shared
     started, stopped = threading.Event(), threading.Event()
 
@@ -105,12 +117,11 @@ def test_a_cancel_from_another_process_stops_the_run_here(shared, store_url):
     here.close()
 
 
+@pytest.mark.no_memory_store("the memory store's head is its record: no fold to spare")
 def test_a_keeper_round_reads_running_tasks_heads_not_their_records(store_url):
     """A load from an append-only store folds a long stream's recent chunks, and the
     keeper looks at every running task every second: it asks for the head (sequence
     number and state)."""
-    if store_url == "memory://":
-        pytest.skip("the memory store's head is its record: there is no fold to spare")
     store = open_store(store_url)
     release = threading.Event()
     here = runtime_on(store, lambda run: (run.set_status(TaskState.WORKING), release.wait(5)))
@@ -118,10 +129,7 @@ def test_a_keeper_round_reads_running_tasks_heads_not_their_records(store_url):
     message = Message(message_id="m", role=Role.USER, parts=[Part(text="x")])
     here.start_new(message, task_id="running", context_id="ctx", tenant="", owner="",
                    dialect="1.0", create_task=True)
-    deadline = time.monotonic() + 5
-    while store.head("running")[1] is not TaskState.WORKING:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: store.head("running")[1] is TaskState.WORKING, 15, "the run to start")
     loads = []
     store.load = lambda task_id: loads.append(task_id)  # type: ignore[method-assign]
     try:
@@ -134,14 +142,39 @@ def test_a_keeper_round_reads_running_tasks_heads_not_their_records(store_url):
     store.close()
 
 
+def test_a_task_ttl_of_zero_keeps_finished_tasks_forever(store_url):
+    """A2A_TASK_TTL=0: a task finished in 2025 outlives purge rounds; the same
+    rounds under a TTL purge it (the store could)."""
+    store = open_store(store_url)
+    try:
+        create(store, "ancient", second=1)
+        append(store, "ancient", [status_event("ancient", TaskState.COMPLETED, second=2)])
+        forever = runtime_on(store, task_ttl=0)
+        for _ in range(2):
+            forever._last_purge = 0.0  # would be a purge round, if there were a TTL
+            forever.tend()
+        assert store.load("ancient") is not None
+        purging = runtime_on(store, task_ttl=60)
+        purging._last_purge = 0.0
+        purging.tend()
+        assert store.load("ancient") is None
+    finally:
+        store.close()
+
+
 def test_tend_purges_finished_tasks_older_than_the_ttl(shared):
     store, _ = shared
     working_task(store, "old")
-    runtime = runtime_on(store, task_ttl=0.5)
+    runtime = runtime_on(store, task_ttl=2.0)
+    canceled_at = time.monotonic()
     runtime.cancel("old")
     runtime.tend()  # too young
     assert store.load("old") is not None
-    time.sleep(0.6)
-    runtime._last_purge = 0.0  # the next round is a purge round
-    runtime.tend()
-    assert store.load("old") is None
+
+    def purged() -> bool:
+        runtime._last_purge = 0.0  # the next round is a purge round
+        runtime.tend()
+        return store.load("old") is None
+
+    wait_until(purged, 30, "the purge of the finished task")
+    assert time.monotonic() - canceled_at >= 1.5  # not before it was (about) the TTL old

@@ -11,6 +11,7 @@ import pytest
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities
+from a2a_flask.config import field_default
 from a2a_flask.protocol.models import new_id
 from a2a_flask.engine.service import ANONYMOUS
 from a2a_flask.stores import MemoryStore
@@ -127,6 +128,25 @@ def test_the_history_keeps_the_newest_messages(make_app, store_url):
     assert texts[-1] == "turn 5" and "turn 0" not in texts
 
 
+def test_a_max_history_of_zero_keeps_every_message(make_app):
+    """A2A_MAX_HISTORY=0: a task's history keeps every message, more than the
+    default limit would (the cut is the runtime's, the same on every store)."""
+    default = field_default("max_history")
+    steps = default + 50
+
+    def chatty(ctx):
+        for step in range(steps):
+            ctx.working(f"step {step}")
+        return "done"
+
+    client = make_app(chatty, max_history=0).test_client()
+    task = rpc(client, "SendMessage", {"message": message("turn 0")})["result"]["task"]
+    got = rpc(client, "GetTask", {"id": task["id"]})["result"]
+    assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+    texts = [m["parts"][0]["text"] for m in got["history"]]
+    assert texts == ["turn 0"] + [f"step {step}" for step in range(steps)]
+
+
 def test_streams_per_caller_are_capped_and_freed():
     gate = Gate()
 
@@ -228,6 +248,38 @@ def test_no_anonymous_limit_when_the_budget_is_zero(make_app):
         gate.release.set()
         for response in responses:
             response.close()
+
+
+def test_no_per_caller_limit_when_it_is_zero():
+    """A2A_MAX_STREAMS_PER_CALLER=0: one caller holds more streams than the default
+    limit allows, and every one of them is answered."""
+    gate = Gate()
+
+    def slow(ctx):
+        ctx.working("waiting")
+        gate.release.wait(30)
+        ctx.complete("done")
+
+    app = Flask("unlimited")  # make_app takes no authenticator
+    A2A(app, card=make_card(), executor=slow, store="memory://", auth=bearer_auth(),
+        max_streams_per_caller=0)
+    many = field_default("max_streams_per_caller") + 1
+    responses = []
+    try:
+        client = app.test_client()
+        task = client.post("/a2a", json=rpc_body("SendMessage", {
+            "message": message(), "configuration": {"returnImmediately": True}}),
+            headers={**V1, **ALICE}).get_json()["result"]["task"]
+        for _ in range(many):
+            responses.append(client.post("/a2a", json=rpc_body("SubscribeToTask", {
+                "id": task["id"]}), headers={**V1, **ALICE}, buffered=False))
+        assert [(r.status_code, r.mimetype) for r in responses] == \
+            [(200, "text/event-stream")] * many  # every one open at once
+    finally:
+        gate.release.set()
+        for response in responses:
+            response.close()
+        app.extensions["a2a"]["a2a"].close()
 
 
 class SlowStore(MemoryStore):

@@ -15,7 +15,7 @@ from blinker import NamedSignal
 from a2a_flask import signals
 from a2a_flask.client import A2AClient
 
-from .helpers import V1, Server, WebhookReceiver, rpc, rpc_body, user_message
+from .helpers import V1, Server, WebhookReceiver, rpc, rpc_body, user_message, wait_until
 
 pytest.importorskip("opentelemetry.sdk")
 prometheus_client = pytest.importorskip("prometheus_client")
@@ -177,15 +177,25 @@ def test_prometheus_sums_two_gunicorn_workers(tmp_path):
                 "SendStreamingMessage", {"message": user_message("s", "m-s")}),
                 headers=V1, stream=True, timeout=30) as response:
             assert b"TASK_STATE_COMPLETED" in response.content
-        pushes = receiver.wait_for(lambda got: len(got) >= 3)
-        time.sleep(0.3)  # the delivering worker counts after the receiver answered
+        # The last push carries the finished task; the delivering worker counts each
+        # push after the receiver answered it, and a stream after its last byte.
+        pushes = receiver.wait_for(lambda got: "TASK_STATE_COMPLETED" in str(got[-1]["json"])
+                                   if got else False)
+        sent_pushes = (("a2a_push_attempts_total", (("outcome", "sent"),)), len(pushes))
+        closed = (("a2a_open_streams", ()), 0)
 
-        scrapes = []
-        for _ in range(4):  # two from each worker: each answers the sum
-            response = send("GET", server.url + "/metrics")
-            assert response.status_code == 200
-            assert response.headers["Content-Type"].startswith("text/plain")
-            scrapes.append(_families(response.text))
+        def scrape_all() -> List[Dict[Tuple[str, Tuple[Tuple[str, str], ...]], float]]:
+            scrapes = []
+            for _ in range(4):  # two from each worker: each answers the sum
+                response = send("GET", server.url + "/metrics")
+                assert response.status_code == 200
+                assert response.headers["Content-Type"].startswith("text/plain")
+                scrapes.append(_families(response.text))
+            last = scrapes[-1]
+            counted = all(last.get(key) == value for key, value in (sent_pushes, closed))
+            return scrapes if counted else []
+
+        scrapes = wait_until(scrape_all, 30, "the push and the stream to be counted")
         for each in sessions:
             each.close()
         workers_seen = {p.name.split("_")[-1] for p in multiproc.glob("counter_*.db")}
@@ -484,11 +494,8 @@ def test_every_logger_of_the_package_names_the_task(make_app):
 
 
 def test_a_store_outage_is_signalled_with_its_operation():
-    from a2a_flask.stores import MemoryStore, base
-
-    if not hasattr(base, "outages_as_unavailable"):
-        pytest.skip("needs the stores' outage guard (outages_as_unavailable)")
     from a2a_flask.protocol.errors import StoreUnavailable
+    from a2a_flask.stores import MemoryStore, base
 
     @base.outages_as_unavailable((ConnectionError,))
     class Down(MemoryStore):

@@ -27,14 +27,15 @@ from a2a_flask.protocol.models import (
     TaskStatus,
     new_id,
 )
-from a2a_flask.push.delivery import PushDispatcher
+from a2a_flask.push import delivery
+from a2a_flask.push.delivery import PushDispatcher, RetryPolicy
 from a2a_flask.push.transport import WebhookResponse
 from a2a_flask.engine.service import StreamContext
 from a2a_flask.stores import MemoryStore, SQLiteStore
 from a2a_flask.stores.base import PushTarget, TaskRecord
 
 from .conftest import make_card
-from .helpers import Gate, WebhookReceiver, rpc, validate
+from .helpers import Gate, WebhookReceiver, rpc, validate, wait_until, wait_until_delivered
 
 PUSH = dict(card=make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True)))
 FAST = dict(push_allow_private=True, push_retry_delay=0.05, push_retry_max_delay=0.2,
@@ -96,6 +97,10 @@ def send_with_webhook(client, url: str, executor_text: str = "hello", **config: 
 # ---------------------------------------------------------------- 1.0
 
 
+def store_of(client):
+    return client.application.extensions["a2a"]["a2a"].store
+
+
 def test_every_event_of_a_task_reaches_the_webhook_in_order(make_app, store_url, receiver):
     client = make_app(chunky, store=store_url, **PUSH, **FAST).test_client()
     task = send_with_webhook(client, receiver.hook(), token="tok-1",
@@ -119,7 +124,7 @@ def test_every_event_of_a_task_reaches_the_webhook_in_order(make_app, store_url,
     assert headers["Content-Type"] == "application/a2a+json"
     assert headers["A2A-Version"] == "1.0"
     assert "a2a-flask" in headers["User-Agent"]
-    time.sleep(0.3)
+    wait_until_delivered(store_of(client), task["id"])
     assert len(receiver.attempts) == len(pushes)  # nothing sent twice
 
 
@@ -149,15 +154,20 @@ def test_several_webhooks_each_get_everything(make_app, receiver):
 
 
 def test_a_deleted_webhook_gets_nothing_more(make_app, receiver):
+    """Deleted while the task waits for input: the task's next turn reaches the
+    webhook registered after it (the marker that its pushes went out), not this one."""
     client = make_app(asker, **PUSH, **FAST).test_client()
     task = send_with_webhook(client, receiver.hook(), id="cfg")
     receiver.wait_for(lambda got: any(state_of(p["json"]) == "TASK_STATE_INPUT_REQUIRED"
                                       for p in got))
     result(rpc(client, "DeleteTaskPushNotificationConfig", {"taskId": task["id"], "id": "cfg"}))
+    result(rpc(client, "CreateTaskPushNotificationConfig", {
+        "taskId": task["id"], "url": receiver.hook("/after"), "id": "after"}))
     seen = len(receiver.attempts)
     result(rpc(client, "SendMessage", {"message": message("Paris", taskId=task["id"])}))
-    time.sleep(0.5)
-    assert len(receiver.attempts) == seen
+    receiver.wait_for(lambda got: any(p["path"] == "/after" and finished([p]) for p in got))
+    wait_until_delivered(store_of(client), task["id"])
+    assert {p["path"] for p in receiver.attempts[seen:]} == {"/after"}
 
 
 def test_rest_registration_delivers_stream_responses(make_app, receiver):
@@ -339,6 +349,63 @@ def test_a_redirect_is_not_followed(make_app, outcomes):
         assert "redirects are not followed" in of_task(outcomes, "failed", task["id"])[0]["error"]
 
 
+# ---------------------------------------------------------------- retry timing
+
+
+def test_retry_delays_double_up_to_the_max_with_half_of_each_random(monkeypatch):
+    policy = RetryPolicy(base_delay=1.0, max_delay=10.0)
+    ceilings = [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+    monkeypatch.setattr(delivery.random, "uniform", lambda low, high: low)
+    assert [policy.delay(n) for n in range(1, 7)] == [c / 2 for c in ceilings]
+    monkeypatch.setattr(delivery.random, "uniform", lambda low, high: high)
+    assert [policy.delay(n) for n in range(1, 7)] == ceilings
+    monkeypatch.undo()
+    delays = [policy.delay(3) for _ in range(200)]
+    assert all(2.0 <= d <= 4.0 for d in delays)
+    assert len(set(delays)) > 150  # jitter: failures at one moment do not retry together
+    assert max(delays) - min(delays) > 1.5  # spread over the random half
+
+
+def retry_delays(records: List[logging.LogRecord], task_id: str) -> List[float]:
+    """The delays the dispatcher chose after each failed attempt (its log's last argument)."""
+    return [r.args[-1] for r in records
+            if "retrying in" in r.getMessage() and task_id in r.getMessage()]
+
+
+def test_the_retry_settings_set_the_backoff_the_webhook_sees(make_app, receiver, monkeypatch,
+                                                            caplog):
+    """A2A_PUSH_RETRY_DELAY is the first delay, doubled after each failure up to
+    A2A_PUSH_RETRY_MAX_DELAY (the jitter pinned to its top here); the attempts come
+    no sooner than that."""
+    monkeypatch.setattr(delivery.random, "uniform", lambda low, high: high)
+    receiver.script = [503] * 5
+    client = make_app(chunky, **PUSH, **dict(FAST, push_retry_delay=0.1,
+                                              push_retry_max_delay=0.4)).test_client()
+    with caplog.at_level(logging.WARNING, logger="a2a_flask.push"):
+        task = send_with_webhook(client, receiver.hook())
+        receiver.wait_for(finished)
+    delays = retry_delays(caplog.records, task["id"])
+    assert delays == [0.1, 0.2, 0.4, 0.4, 0.4]  # doubled, then held at the max
+    first = [a["at"] for a in receiver.attempts[:6]]  # the first event: five failures, then 200
+    assert receiver.received[0] is receiver.attempts[5]
+    gaps = [later - earlier for earlier, later in zip(first, first[1:])]
+    assert all(gap >= delay for gap, delay in zip(gaps, delays)), (gaps, delays)
+
+
+def test_retry_after_is_honoured_up_to_an_hour(make_app, receiver, caplog):
+    """The receiver's Retry-After wins over a shorter backoff, but at most
+    MAX_RETRY_AFTER (an hour) is waited, whatever it asks."""
+    receiver.script = [(429, {"Retry-After": "2"}), (429, {"Retry-After": "86400"})]
+    client = make_app(chunky, **PUSH, **dict(FAST, push_retry_delay=0.05)).test_client()
+    with caplog.at_level(logging.WARNING, logger="a2a_flask.push"):
+        task = send_with_webhook(client, receiver.hook())
+        wait_until(lambda: len(retry_delays(caplog.records, task["id"])) == 2, 15,
+                   "two failed attempts")
+    assert delivery.MAX_RETRY_AFTER == 3600.0
+    assert retry_delays(caplog.records, task["id"]) == [2.0, 3600.0]
+    assert receiver.attempts[1]["at"] - receiver.attempts[0]["at"] >= 2.0
+
+
 # ---------------------------------------------------------------- SSRF at the API
 
 
@@ -480,10 +547,9 @@ def test_signed_pushes_verify_against_the_published_keys(make_app, receiver):
 # ---------------------------------------------------------------- concurrency
 
 
+@pytest.mark.no_memory_store("the memory store is not shared between agents")
 def test_deliveries_of_one_task_are_claimed_by_one_process_at_a_time(make_app, store_url, receiver):
     """Two agents on one store (two workers): each push still arrives once, in order."""
-    if store_url == "memory://":
-        pytest.skip("the memory store is not shared between agents")
     gate = Gate()
 
     def gated(ctx):
@@ -500,7 +566,7 @@ def test_deliveries_of_one_task_are_claimed_by_one_process_at_a_time(make_app, s
         "taskId": task["id"], "url": receiver.hook("/b"), "id": "b"}))
     gate.release.set()
     pushes = receiver.wait_for(lambda got: sum(finished([p]) for p in got) == 2)
-    time.sleep(0.3)
+    wait_until_delivered(store_of(first), task["id"])
     for path in ("/hook", "/b"):
         kinds = [next(iter(p["json"])) for p in receiver.attempts if p["path"] == path]
         assert kinds[-4:] == ["artifactUpdate", "artifactUpdate", "artifactUpdate",

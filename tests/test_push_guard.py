@@ -33,6 +33,8 @@ from a2a_flask.push.guard import (
 )
 from a2a_flask.push.transport import WebhookDeliveryError, WebhookResponse, WebhookTransport
 
+from .conftest import require
+
 pytestmark = pytest.mark.timeout(30)
 
 PUBLIC_V4 = "93.184.216.34"
@@ -632,7 +634,7 @@ def test_ipv6_pin(transports: Callable[..., WebhookTransport]) -> None:
         with socket.socket(socket.AF_INET6) as probe:
             probe.bind(("::1", 0))
     except OSError:
-        pytest.skip("no IPv6 loopback here")
+        require("no IPv6 loopback (::1) on this machine")
     resolve = fake_dns({"hooks.test": ["::1"]})
     v6 = WebhookPolicy(allowed_hosts=("::1",), resolver=resolve)
     with http_server(host="::1") as server:

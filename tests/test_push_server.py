@@ -9,8 +9,9 @@ from typing import Any, Dict, List
 import pytest
 
 from a2a_flask.protocol.models import new_id
+from a2a_flask.stores import open_store
 
-from .helpers import Server, WebhookReceiver
+from .helpers import Server, WebhookReceiver, wait_until_delivered
 
 CHUNKED_KINDS = ["task", "statusUpdate", "artifactUpdate", "artifactUpdate", "statusUpdate"]
 
@@ -62,6 +63,16 @@ def kinds(pushes: List[Dict[str, Any]], task_id: str) -> List[str]:
     return [next(iter(payload)) for payload in mine]
 
 
+def wait_until_all_delivered(store_url: str, task_ids: List[str]) -> None:
+    """:func:`wait_until_delivered` for tasks an agent in another process runs."""
+    store = open_store(store_url)
+    try:
+        for task_id in task_ids:
+            wait_until_delivered(store, task_id)
+    finally:
+        store.close()
+
+
 def test_deliveries_resume_after_the_worker_is_killed(tmp_path):
     store = f"sqlite:///{tmp_path}/tasks.db"
     with WebhookReceiver(default=503) as receiver:
@@ -84,5 +95,5 @@ def test_two_workers_deliver_each_task_in_order(tmp_path, workers):
             mine = [p for p in pushes if p["path"] == f"/{i}"]
             assert kinds(mine, task_id) == CHUNKED_KINDS, i
             assert all(p["headers"]["X-A2A-Notification-Token"] == "t" for p in mine)
-        time.sleep(0.5)
+        wait_until_all_delivered(store, task_ids)
         assert len(receiver.attempts) == 8 * len(CHUNKED_KINDS)  # no duplicates either

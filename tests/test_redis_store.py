@@ -16,7 +16,7 @@ from a2a_flask.protocol.models import TaskState, new_id
 from a2a_flask.stores.base import TaskQuery, split_key
 from a2a_flask.stores.redis import LAYOUT, RedisStore
 
-from .conftest import REDIS_URL, drop_redis_prefix
+from .conftest import REDIS_URL, drop_redis_prefix, redis_up
 from .helpers import V1, Server, rpc_body
 from .test_stores import append, create, ids, stamp, status_event
 
@@ -27,6 +27,7 @@ NESTED = [(":github", "alice"), ("", "github:alice"), ("a:b", "c"), ("a", "b:c")
 
 @pytest.fixture
 def prefix() -> Iterator[str]:
+    redis_up()
     name = f"a2atest-{uuid.uuid4().hex[:12]}"
     yield name
     drop_redis_prefix(name)
@@ -85,6 +86,23 @@ def test_an_index_key_names_its_tenant_and_owner_unambiguously(prefix):
 
 
 # ----------------------------------------------------------------- stale entries
+
+
+@pytest.mark.parametrize("task_ttl, expiring", [(0, False), (60, True)])
+def test_a_finished_task_expires_only_under_a_task_ttl(prefix, task_ttl, expiring):
+    """A2A_TASK_TTL=0 keeps finished tasks forever: their keys get no expiry, as
+    they do under a TTL."""
+    store = open_store(prefix, task_ttl=task_ttl)
+    try:
+        create(store, "done", second=1)
+        append(store, "done", [status_event("done", S.COMPLETED, second=2)])
+        ttls = [store._redis.ttl(store._key(kind, "done")) for kind in ("task", "log")]
+        if expiring:
+            assert all(0 < ttl <= task_ttl for ttl in ttls), ttls
+        else:
+            assert ttls == [-1, -1]  # -1: the key exists and never expires
+    finally:
+        store.close()
 
 
 def test_an_expired_tasks_id_taken_by_another_caller_never_lists_for_the_first(prefix):

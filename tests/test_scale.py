@@ -34,7 +34,7 @@ from a2a_flask import A2A
 from a2a_flask.protocol.models import Message, Role
 from a2a_flask.stores import StoreError, open_store
 
-from .conftest import REDIS_URL, drop_redis_prefix
+from .conftest import REDIS_URL, drop_redis_prefix, redis_up
 from .helpers import Server, parse_sse, user_message
 from .test_server import (RawConnection, gunicorn_workers, kind, raw_request, serving_worker,
                           unique)
@@ -405,6 +405,7 @@ def sqlite2(scale_dir):
 
 @pytest.fixture(scope="module")
 def redis_prefix():
+    redis_up()
     prefix = f"a2ascale-{uuid.uuid4().hex[:12]}"
     yield prefix
     drop_redis_prefix(prefix)

@@ -10,7 +10,8 @@ shelve store shared by two gunicorn workers.
 The SSE server runs :func:`sse_app` from this module (``tests.test_server:sse_app()``):
 the conformance agent plus two behaviours: ``slow-start`` (the first task
 event only after two seconds) and ``gate`` (WORKING, then it waits until the
-file named by the message text exists, then completes).
+file named by the message text exists, then completes); it writes ``run ended:
+<task id>`` to its log once a run is over (see :func:`wait_for_run_end`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import os
 import resource
 import selectors
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -35,7 +37,7 @@ from werkzeug.serving import make_server
 from a2a_flask import A2A
 
 from .helpers import (V1, Server, parse_sse, rpc_body, user_message, validate,
-                      validate_stream_response)
+                      validate_stream_response, wait_until)
 
 COMPLETED = "TASK_STATE_COMPLETED"
 WORKING = "TASK_STATE_WORKING"
@@ -75,7 +77,27 @@ def sse_app(**settings: Any) -> Flask:
     app = Flask("a2a_sse_test_app")
     app.config.from_prefixed_env()
     A2A(app, card=conformance_agent.a2a.card, executor=_sse_executor, **settings)
+    _mark_runs_ended(app)
     return app
+
+
+def _mark_runs_ended(app: Flask) -> None:
+    """Print ``run ended: <task id>`` (to the server's log) when a run lets its lease
+    go: its executor has returned and whatever it wrote after is written."""
+    store = app.extensions["a2a"]["a2a"].store
+    release = store.release_lease
+
+    def released(task_id: str, owner: Optional[str]) -> None:
+        release(task_id, owner)
+        print(f"run ended: {task_id}", file=sys.stderr, flush=True)
+
+    store.release_lease = released  # type: ignore[method-assign]
+
+
+def wait_for_run_end(server: Server, task_id: str) -> None:
+    """The positive marker for "nothing more happens to this task": its run is over."""
+    wait_until(lambda: f"run ended: {task_id}" in server.log_text(), 30,
+               f"the run of task {task_id} to end")
 
 
 # ------------------------------------------------------------------ small helpers
@@ -520,9 +542,10 @@ def sse_server():
 
 @pytest.fixture(scope="module")
 def shelve_server(tmp_path_factory):
-    """The conformance agent under two gevent workers sharing a shelve store."""
+    """The SSE test app (the conformance agent) under two gevent workers sharing a
+    shelve store."""
     path = tmp_path_factory.mktemp("shelve") / "tasks"
-    with Server("examples.conformance_agent:app", workers=2,
+    with Server("tests.test_server:sse_app()", workers=2,
                 env={"FLASK_A2A_STORE": f"shelve://{path}"}) as server:
         deadline = time.monotonic() + 10
         while len(gunicorn_workers(server.proc.pid)) < 2 and time.monotonic() < deadline:
@@ -912,8 +935,8 @@ def test_cancel_running_task_ends_subscriber_stream_with_canceled(sse_server):
     assert subscriber.ended
     assert [kind(r) for r in subscriber.results] == ["task", "CANCELED"]
     assert blocking["status"]["state"] == CANCELED
-    time.sleep(1.0)  # the executor notices and stops; it must not overwrite CANCELED
-    assert get_task(sse_server, task["id"])["status"]["state"] == CANCELED
+    wait_for_run_end(sse_server, task["id"])  # the executor noticed and stopped...
+    assert get_task(sse_server, task["id"])["status"]["state"] == CANCELED  # ...and wrote nothing
     assert sse_server.rpc("CancelTask", {"id": task["id"]})["error"]["code"] == -32002
     assert sse_server.rpc("SubscribeToTask", {"id": task["id"]})["error"]["code"] == -32004
 
@@ -1035,5 +1058,5 @@ def test_shelve_cancel_from_the_other_worker_stops_the_task(shelve_server):
         assert canceled["status"]["state"] == CANCELED
         blocking = sender.read_json()["result"]["task"]  # the runner's blocking wait sees it
     assert blocking["status"]["state"] == CANCELED
-    time.sleep(1.5)  # the runner's executor polls the store, stops, and must not overwrite
-    assert get_task(shelve_server, task["id"])["status"]["state"] == CANCELED
+    wait_for_run_end(shelve_server, task["id"])  # the runner's keeper saw the cancel...
+    assert get_task(shelve_server, task["id"])["status"]["state"] == CANCELED  # ...no overwrite

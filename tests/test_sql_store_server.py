@@ -12,43 +12,49 @@ greenlet, not the worker.
 """
 from __future__ import annotations
 
+import random
 import threading
-import time
 import uuid
 from typing import Any, Dict
 
 import pytest
 import requests
-from flask import Flask, jsonify
+from flask import Flask, jsonify, request
 
 from . import test_scale as scale
-from .conftest import SQL_STORES, drop_sql_database, sql_test_url
-from .helpers import Server, WebhookReceiver
+from .conftest import SQL_STORES, drop_sql_database, sql_admin, sql_test_url
+from .helpers import Server, WebhookReceiver, wait_until
 from .test_push_server import (CHUNKED_KINDS, chunk_texts, env_for, kinds,
-                               send_then_kill_while_retrying)
+                               send_then_kill_while_retrying, wait_until_all_delivered)
 
 pytest.importorskip("sqlalchemy")
 
-#: How long the slow query sleeps, and the most a card may take meanwhile.
-SLOW_QUERY = 2.0
-CARD_BOUND = 1.0
+def lock_sql(postgres: bool, key: int, *, wait: bool) -> str:
+    """The SQL that takes the database lock numbered ``key`` (an int: it is written
+    into the statement, where the test can find it in the server's process list):
+    for the session (the test), or till the transaction ends (``wait``, the app)."""
+    if postgres:
+        return f"SELECT pg_advisory{'_xact' if wait else ''}_lock({key})"
+    return f"SELECT GET_LOCK('a2a-test-{key}', 60)"
 
 
 def sql_app() -> Flask:
-    """The scale-test app plus ``/slow-query``: a query that sleeps SLOW_QUERY seconds
-    in the database, run through the store's own engine (its pool and driver)."""
+    """The scale-test app plus ``/blocked-query?key=N``: a query that waits in the
+    database for a lock the test holds, run through the store's own engine (its pool
+    and driver)."""
     import sqlalchemy as sa
 
     app = scale.scale_app()
 
-    @app.get("/slow-query")
-    def slow_query() -> Any:
+    @app.get("/blocked-query")
+    def blocked_query() -> Any:
         store = app.extensions["a2a"]["a2a"].store
-        sleep = "SELECT pg_sleep(:s)" if store.postgres else "SELECT SLEEP(:s)"
-        started = time.monotonic()
-        with store.engine.connect() as conn:
-            conn.execute(sa.text(sleep), {"s": SLOW_QUERY})
-        return jsonify(seconds=time.monotonic() - started)
+        key = int(request.args["key"])
+        with store.engine.connect() as conn:  # the transaction's end frees a PostgreSQL lock
+            conn.execute(sa.text(lock_sql(store.postgres, key, wait=True)))
+            if not store.postgres:
+                conn.execute(sa.text(f"SELECT RELEASE_LOCK('a2a-test-{key}')"))
+        return jsonify(done=True)
 
     return app
 
@@ -100,28 +106,46 @@ def hosts(request):
 # ------------------------------------------------------------------ gevent
 
 
-def test_a_slow_query_does_not_hold_up_the_worker(hosts):
-    """One gevent worker: while a request waits SLOW_QUERY s on the database, the card
-    still answers at once (a blocking driver would make it wait the whole query)."""
-    host_a, _, _ = hosts
-    slow: Dict[str, Any] = {}
+def test_a_query_waiting_in_the_database_does_not_hold_up_the_worker(hosts):
+    """One gevent worker: while a request's query waits in the database for a lock
+    the test holds, the card answers; the query can only end once the test lets the
+    lock go (a blocking driver would hold the card until then, and time out here)."""
+    host_a, _, url = hosts
+    postgres = url.startswith("postgresql")
+    import sqlalchemy as sa
 
-    def run_slow() -> None:
-        response = requests.get(host_a.url + "/slow-query", timeout=30)
-        slow["status"], slow["seconds"] = response.status_code, response.json()["seconds"]
+    key = random.randrange(1, 2 ** 62)  # tests of other checkouts may share the server
+    if postgres:
+        waiting = (f"SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
+                   f"AND wait_event_type = 'Lock' AND query LIKE '%({key})%'")
+    else:
+        waiting = ("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> "
+                   f"CONNECTION_ID() AND STATE = 'User lock' AND INFO LIKE '%-{key}''%'")
+    admin = sql_admin("postgresql" if postgres else "mariadb")
+    blocked: Dict[str, Any] = {}
 
-    thread = threading.Thread(target=run_slow)
-    thread.start()
-    time.sleep(0.4)  # the query is under way
-    assert thread.is_alive()
-    started = time.monotonic()
-    card = requests.get(host_a.url + "/.well-known/agent-card.json", timeout=30)
-    card_seconds = time.monotonic() - started
-    thread.join(30)
-    print(f"\ncard during a {SLOW_QUERY}s query: {card_seconds * 1000:.0f} ms")
-    assert card.status_code == 200 and slow["status"] == 200
-    assert slow["seconds"] >= SLOW_QUERY * 0.9  # the database really slept
-    assert card_seconds < CARD_BOUND
+    def run_blocked() -> None:
+        response = requests.get(f"{host_a.url}/blocked-query?key={key}", timeout=60)
+        blocked["status"] = response.status_code
+
+    def waiting_now() -> int:  # a connection each time: a transaction sees one snapshot
+        with admin.connect() as conn:
+            return int(conn.execute(sa.text(waiting)).scalar())
+
+    with admin.connect() as holder:
+        holder.execute(sa.text(lock_sql(postgres, key, wait=False)))
+        thread = threading.Thread(target=run_blocked)
+        thread.start()
+        try:
+            wait_until(waiting_now, 30, "the app's query to wait in the database")
+            card = requests.get(host_a.url + "/.well-known/agent-card.json", timeout=10)
+            assert card.status_code == 200
+            # Still waiting: the card was answered while the query was in the database.
+            assert waiting_now() == 1
+        finally:
+            holder.close()  # the lock goes with the session
+            thread.join(30)
+    assert blocked == {"status": 200}
 
 
 # ------------------------------------------------------------------ four workers
@@ -174,7 +198,7 @@ def test_deliveries_resume_in_order_on_another_host_after_a_kill(kind):
             with Server("examples.conformance_agent:app", env=env_for(url)):
                 pushes = receiver.wait_for(lambda got: len(got) >= len(CHUNKED_KINDS),
                                            timeout=30)
-                time.sleep(0.5)  # and nothing more comes
+                wait_until_all_delivered(url, [task_id])  # and nothing more comes
                 assert len(receiver.received) == len(CHUNKED_KINDS)
         assert kinds(pushes, task_id) == CHUNKED_KINDS
         assert chunk_texts(pushes) == ["chunk-1 ", "chunk-2"]

@@ -16,7 +16,7 @@ from flask import Flask
 from a2a_flask import A2A
 from a2a_flask.stores import StoreError
 
-from .conftest import echo, make_card
+from .conftest import echo, make_card, require
 from .helpers import ROOT
 
 SCHEMES = ("sqlite", "shelve")
@@ -82,7 +82,7 @@ def unprivileged() -> List[str]:
         return []
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("running as root without setpriv: permissions cannot be enforced")
+        require("running as root without setpriv (util-linux): permissions cannot be enforced")
     return [setpriv, "--inh-caps=-all", "--ambient-caps=-all",
             "--bounding-set=-dac_override,-dac_read_search", "--reuid=0", "--"]
 
