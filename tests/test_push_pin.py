@@ -201,3 +201,29 @@ def test_a_keep_alive_connection_closed_as_it_is_reused_costs_no_failed_push() -
         thread.join(10)
         listener.close()
     assert connections == [1, 2], versions()
+
+
+def test_https_connections_load_the_ca_certificates_once_at_start(
+        localhost_pki: SimpleNamespace, monkeypatch: pytest.MonkeyPatch) -> None:
+    """requests handed urllib3 the CA bundle's path for each new connection, and urllib3
+    loaded the whole bundle each time (tens of ms holding a gevent worker's hub; a
+    push under load tripped the hub watchdog).  The transport loads it once."""
+    port = shared_port()
+    other = WebhookPolicy(allowed_hosts=(NAME, "other.test", "127.0.0.0/8"),
+                          resolver=fake_dns({NAME: [VETTED], "other.test": [VETTED]}))
+    with server(VETTED, port, tls_context(localhost_pki)) as vetted:
+        with WebhookTransport(other, timeout=(2.0, 5.0), verify=localhost_pki.ca) as transport:
+            transport.prepare()
+            loads = []
+            real = ssl.SSLContext.load_verify_locations
+
+            def counted(context: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+                loads.append(args or kwargs)
+                real(context, *args, **kwargs)
+
+            monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+            for _ in range(3):
+                assert transport.post(f"https://{NAME}:{port}/hook", b"{}",
+                                      {"Connection": "close"}).status == 204
+    assert loads == [], loads
+    assert vetted == [f"{NAME}:{port}"] * 3

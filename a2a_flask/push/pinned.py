@@ -6,8 +6,10 @@ Imported on the first push, not with the package: requests, urllib3 and
 from __future__ import annotations
 
 import http.client
+import os
+import ssl
 from http.cookiejar import DefaultCookiePolicy
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Tuple, Union
 from urllib.parse import urlsplit
 
 import requests
@@ -30,6 +32,29 @@ class _NoCookies(DefaultCookiePolicy):
         return False
 
 
+def verifying_context(verify: Union[bool, str]) -> Optional[ssl.SSLContext]:
+    """One TLS context for every webhook connection, its CA certificates loaded now
+    (``verify``: True for requests' CA bundle, or a bundle file or folder); None
+    when nothing is verified.
+
+    requests hands urllib3 the bundle's path for every new connection, and
+    urllib3 then loads the whole bundle (tens of milliseconds, more on a loaded
+    machine) into a fresh context, holding a gevent worker's hub each time.
+    """
+    if verify is False:
+        return None
+    from requests.utils import DEFAULT_CA_BUNDLE_PATH
+    from urllib3.util.ssl_ import create_urllib3_context
+
+    where = DEFAULT_CA_BUNDLE_PATH if verify is True else verify
+    context = create_urllib3_context()
+    if os.path.isdir(where):
+        context.load_verify_locations(capath=where)
+    else:
+        context.load_verify_locations(cafile=where)
+    return context
+
+
 class _PinnedAdapter(HTTPAdapter):
     """An adapter that only sends requests whose URL names the vetted IP address.
 
@@ -42,15 +67,26 @@ class _PinnedAdapter(HTTPAdapter):
     TLS connection.  A request the transport did not pin is refused.
     """
 
-    def __init__(self, server_hostname: str = "", **kwargs: Any) -> None:
-        self._server_hostname = server_hostname  # read by init_poolmanager, called below
+    def __init__(self, server_hostname: str = "", ssl_context: Optional[ssl.SSLContext] = None,
+                 **kwargs: Any) -> None:
+        # Read by init_poolmanager, which the base class calls.
+        self._server_hostname, self._ssl_context = server_hostname, ssl_context
         super().__init__(**kwargs)
 
     def init_poolmanager(self, connections: int, maxsize: int, block: bool = False,
                          **pool_kwargs: Any) -> None:
         if self._server_hostname:
             pool_kwargs["server_hostname"] = self._server_hostname
+        if self._ssl_context is not None:
+            pool_kwargs["ssl_context"] = self._ssl_context
         super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+
+    def cert_verify(self, conn: Any, url: str, verify: Any, cert: Any) -> None:
+        super().cert_verify(conn, url, verify, cert)  # type: ignore[no-untyped-call]
+        if verify and self._ssl_context is not None:
+            # The shared context holds the CAs already: a path here would make urllib3
+            # load the bundle again for each new connection.
+            conn.ca_certs = conn.ca_cert_dir = None
 
     def send(self, request: requests.PreparedRequest, stream: bool = False, timeout: Any = None,
              verify: Any = True, cert: Any = None, proxies: Any = None) -> requests.Response:

@@ -154,6 +154,8 @@ class WebhookTransport:
         self.verify = verify
         self.user_agent = user_agent or _default_user_agent()
         self._built: Optional[Tuple[requests.Session, _PinnedAdapter]] = None
+        #: The TLS context of every https webhook, its CAs loaded once (in prepare).
+        self._context: Any = None
         self._tls: "OrderedDict[str, _PinnedAdapter]" = OrderedDict()
         self._tls_lock = threading.Lock()
 
@@ -161,16 +163,19 @@ class WebhookTransport:
         """The session and its plain adapter, made on first use."""
         with self._tls_lock:
             if self._built is None:
-                from .pinned import pinned_session
+                from .pinned import pinned_session, verifying_context
 
+                self._context = verifying_context(self.verify)
                 self._built = pinned_session(self.user_agent)
             return self._built
 
     def prepare(self) -> None:
-        """Import requests and build the session now (call it at start-up).
+        """Import requests, build the session and load the CA certificates now (call
+        it at start-up).
 
-        Left to the first push, the import (100 ms and more) would hold a gevent
-        worker's hub while it serves: every request and stream would wait.
+        Left to the first push, the import (100 ms and more) and the certificates
+        (tens of ms) would hold a gevent worker's hub while it serves: every
+        request and stream would wait.
         """
         self._build()
 
@@ -182,13 +187,14 @@ class WebhookTransport:
         """The adapter for a destination: a TLS one names its host for SNI and certificates."""
         if destination.scheme != "https" or _is_ip(destination.host):
             return self._build()[1]
+        self._build()  # the TLS context, made with the session
         from .pinned import _PinnedAdapter
 
         with self._tls_lock:
             adapter = self._tls.pop(destination.host, None)
             if adapter is None:
-                adapter = _PinnedAdapter(destination.host, pool_connections=4, pool_maxsize=16,
-                                         max_retries=0)
+                adapter = _PinnedAdapter(destination.host, ssl_context=self._context,
+                                         pool_connections=4, pool_maxsize=16, max_retries=0)
                 if len(self._tls) >= MAX_TLS_HOSTS:
                     self._tls.popitem(last=False)[1].close()
             self._tls[destination.host] = adapter
