@@ -85,7 +85,7 @@ def test_card(agent_server):
     code, out, _ = call("card", agent_server.url, "--extended", "--token", "member")
     assert code == 0 and "Client test agent (extended)" in out and "Secret (secret)" in out
     code, _, err = call("card", agent_server.url, "--extended")
-    assert code == cli.EXIT_A2A_ERROR and "AuthenticationRequiredError" in err
+    assert code == cli.EXIT_A2A_ERROR and "UnauthenticatedError" in err
 
 
 # ------------------------------------------------------------------ send
@@ -271,7 +271,7 @@ def test_headers_token_and_tenant_reach_the_agent(agent_server):
     assert call("get", agent_server.url, task_id, "--token", "abc")[0] == cli.EXIT_A2A_ERROR
     assert call("get", agent_server.url, task_id, "--tenant", "acme")[0] == cli.EXIT_A2A_ERROR
     code, _, err = call("get", agent_server.url, task_id, "--token", "bad")
-    assert code == cli.EXIT_A2A_ERROR and "AuthenticationRequiredError" in err
+    assert code == cli.EXIT_A2A_ERROR and "UnauthenticatedError" in err
     code, _, err = call("send", agent_server.url, "x", "-H", "no-colon")
     assert code == 2 and "expected 'Name: value'" in err
 

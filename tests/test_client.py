@@ -11,17 +11,17 @@ import pytest
 from a2a_flask.protocol import models as m
 from a2a_flask.client import (
     A2AClient,
-    A2AClientError,
     A2AConnectionError,
+    A2AException,
     A2AHTTPError,
     A2ATimeoutError,
-    AuthenticationRequiredError,
     ContentTypeNotSupportedError,
     InvalidParamsError,
     MethodNotFoundError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
     VersionNotSupportedError,
     artifact_text,
@@ -107,7 +107,7 @@ def test_prefer_selects_each_interface(agent_server, dialect):
 
 
 def test_prefer_that_nothing_matches_is_a_clear_error(agent_server):
-    with pytest.raises(A2AClientError, match="No interface this client speaks matches"):
+    with pytest.raises(A2AException, match="No interface this client speaks matches"):
         A2AClient.connect(agent_server.url, prefer="grpc")
     # A list is tried in order.
     with A2AClient.connect(agent_server.url, prefer=["grpc", "rest"]) as agent:
@@ -151,7 +151,7 @@ def test_explicit_endpoints_work_without_a_card(agent_server):
             assert agent.card is None
             task = agent.send("direct")
             assert artifact_text(task.artifacts[0]) == "direct", (binding, version)
-    with pytest.raises(A2AClientError, match="does not speak GRPC"):
+    with pytest.raises(A2AException, match="does not speak GRPC"):
         A2AClient(agent_server.url, binding="grpc")
 
 
@@ -265,7 +265,7 @@ def test_extended_card_needs_credentials(agent_server, dialect):
         assert {s.id for s in card.skills} == {"test", "secret"}
         assert member.card is card
     with A2AClient.connect(agent_server.url, prefer=dialect) as anonymous:
-        with pytest.raises(AuthenticationRequiredError) as caught:
+        with pytest.raises(UnauthenticatedError) as caught:
             anonymous.extended_card()
         assert caught.value.status_code == 401
         assert caught.value.response.headers["WWW-Authenticate"].startswith("Bearer")
@@ -274,7 +274,7 @@ def test_extended_card_needs_credentials(agent_server, dialect):
 def test_bad_credentials_are_an_authentication_error(agent_server):
     for prefer in ("jsonrpc@1.0", "rest", "0.3"):
         with A2AClient.connect(agent_server.url, prefer=prefer, token="bad") as agent:
-            with pytest.raises(AuthenticationRequiredError, match="invalid or expired"):
+            with pytest.raises(UnauthenticatedError, match="invalid or expired"):
                 agent.send("let me in")
 
 
@@ -576,14 +576,14 @@ def test_concurrent_streams_share_one_client(agent_server):
     (-32006, "0.1", "StreamingNotSupportedError"),
     (-32007, "1.0", "ExtendedAgentCardNotConfiguredError"),
     (-32007, "0.3", "ExtendedAgentCardNotConfiguredError"),
-    (-32007, "0.1", "AuthenticationRequiredError"),
+    (-32007, "0.1", "UnauthenticatedError"),
     (-32008, "1.0", "ExtensionSupportRequiredError"),
-    (-32008, "0.1", "AuthorizationFailedError"),
+    (-32008, "0.1", "PermissionDeniedError"),
     (-32009, "1.0", "VersionNotSupportedError"),
     (-32009, "0.1", "InvalidTaskStateError"),
-    (-32010, "0.1", "RateLimitExceededError"),
+    (-32010, "0.1", "ResourceExhaustedError"),
     (-32011, "0.1", "ResourceUnavailableError"),
-    (-32011, "1.0", "A2AProtocolError"),
+    (-32011, "1.0", "A2AError"),
     (-32601, "0.1", "MethodNotFoundError"),
 ])
 def test_jsonrpc_codes_are_read_in_the_version_of_the_call(code, version, expected):
@@ -608,7 +608,8 @@ def test_the_error_info_reason_wins_over_a_colliding_code():
 def test_rest_error_bodies():
     import requests
 
-    from a2a_flask.client.errors import A2AProtocolError, from_rest
+    from a2a_flask.client.errors import from_rest
+    from a2a_flask.errors import A2AError
 
     response = requests.Response()
     response.status_code = 400
@@ -619,7 +620,7 @@ def test_rest_error_bodies():
     assert isinstance(error, TaskNotCancelableError) and error.code == -32002
     assert error.status_code == 400 and error.message == "done already"
     unknown = from_rest({"error": {"code": 409, "status": "ABORTED", "message": "x"}}, response)
-    assert type(unknown) is A2AProtocolError
+    assert type(unknown) is A2AError
     response._content = b"<html>Bad gateway</html>"
     response.status_code = 502
     assert isinstance(from_rest(None, response), A2AHTTPError)
@@ -654,7 +655,7 @@ def test_a_0_3_card_becomes_a_1_0_card_with_its_interfaces():
     assert (chosen.protocol_binding, chosen.protocol_version) == ("JSONRPC", "0.3.0")
     forced = choose(interfaces_of(card, "https://agent.example/", fallback=True), "0.1")
     assert (forced.url, forced.protocol_version) == ("https://agent.example/rpc", "0.1")
-    with pytest.raises(A2AClientError, match=r"HTTP\+JSON 0.3.0 at /v1"):
+    with pytest.raises(A2AException, match=r"HTTP\+JSON 0.3.0 at /v1"):
         choose(interfaces_of(card), "rest")  # 0.3 REST is not spoken
 
 

@@ -11,18 +11,22 @@
 
 The client reads 1.0, 0.3 and 0.1 agent cards, speaks A2A 1.0 (JSON-RPC or
 HTTP+JSON) and falls back to 0.3 or 0.1 JSON-RPC, always returning the 1.0
-models of :mod:`a2a_flask.protocol.models`.  Errors are :class:`A2AClientError` subclasses.
+models of :mod:`a2a_flask.protocol.models`.  Its errors are those of
+:mod:`a2a_flask.errors`: an agent's error is the very class its server raised
+(``except TaskNotFoundError``), a failed exchange an :class:`A2ATransportError`,
+and every one an :class:`A2AException`.
 """
-from .card import NoAgentError, fetch_card, read_card
-from .client import A2AClient, parse_state
-from .errors import (
-    A2AClientError,
+from typing import Any
+
+from ..deprecation import Moved as _Moved
+from ..protocol.errors import (
     A2AConnectionError,
+    A2AError,
+    A2AException,
     A2AHTTPError,
-    A2AProtocolError,
+    A2AResponseError,
     A2ATimeoutError,
-    AuthenticationRequiredError,
-    AuthorizationFailedError,
+    A2ATransportError,
     CardVerificationError,
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
@@ -34,17 +38,31 @@ from .errors import (
     InvalidTaskStateError,
     JSONParseError,
     MethodNotFoundError,
+    NoAgentError,
+    PermissionDeniedError,
     PushNotificationNotSupportedError,
-    RateLimitExceededError,
+    ResourceExhaustedError,
     ResourceUnavailableError,
     StreamingNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
+    UnauthenticatedError,
     UnsupportedOperationError,
     VersionNotSupportedError,
 )
+from .card import fetch_card, read_card
+from .client import A2AClient, parse_state
+from .errors import RENAMED as _RENAMED
 from .messages import artifact_text, data_part, file_part, make_message, text_part
 from .stream import EventStream
+
+_MOVED = _Moved(__name__, _RENAMED)
+
+
+def __getattr__(name: str) -> Any:
+    """The error names of 0.2 that duplicated the tree's, with a :class:`DeprecationWarning`."""
+    return _MOVED.get(name)
+
 
 __all__ = [
     "A2AClient",
@@ -57,12 +75,15 @@ __all__ = [
     "file_part",
     "data_part",
     "artifact_text",
-    "A2AClientError",
-    "NoAgentError",
+    # the error tree (a2a_flask.errors), for a client's one import
+    "A2AException",
+    "A2AError",
+    "A2ATransportError",
     "A2AConnectionError",
     "A2ATimeoutError",
     "A2AHTTPError",
-    "A2AProtocolError",
+    "A2AResponseError",
+    "NoAgentError",
     "CardVerificationError",
     "JSONParseError",
     "InvalidRequestError",
@@ -78,10 +99,10 @@ __all__ = [
     "ExtendedAgentCardNotConfiguredError",
     "ExtensionSupportRequiredError",
     "VersionNotSupportedError",
+    "UnauthenticatedError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
     "StreamingNotSupportedError",
-    "AuthenticationRequiredError",
-    "AuthorizationFailedError",
     "InvalidTaskStateError",
-    "RateLimitExceededError",
     "ResourceUnavailableError",
 ]

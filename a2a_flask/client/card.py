@@ -33,7 +33,8 @@ from urllib.parse import urljoin, urlsplit
 import requests
 
 from ..protocol import models as m
-from .errors import A2AClientError, A2AHTTPError, InvalidAgentResponseError, from_http
+from ..protocol.errors import A2AException, A2AResponseError, NoAgentError
+from .errors import from_http
 from .stream import transport_error
 from .wire import decode_model
 
@@ -84,10 +85,6 @@ def card_urls(url: str) -> List[str]:
     return urls
 
 
-class NoAgentError(A2AHTTPError):
-    """No agent card describes the given URL (nothing there, or the host's card is another agent's)."""
-
-
 def _serves(card: Dict[str, Any], card_url: str, url: str) -> bool:
     """Whether one of the card's interfaces lives at or under the path of ``url``."""
     path = urlsplit(url).path.rstrip("/")
@@ -122,11 +119,11 @@ def fetch_card(url: str, *, session: requests.Session, headers: Optional[Dict[st
             try:
                 body = response.json()
             except ValueError:
-                raise InvalidAgentResponseError(f"The agent card at {candidate} is not JSON",
-                                                response=response) from None
+                raise A2AResponseError(f"The agent card at {candidate} is not JSON",
+                                       response=response) from None
             if not isinstance(body, dict):
-                raise InvalidAgentResponseError(f"The agent card at {candidate} is not an object",
-                                                response=response)
+                raise A2AResponseError(f"The agent card at {candidate} is not an object",
+                                       response=response)
             if candidate not in own and not _serves(body, candidate, url):
                 offered = ", ".join(sorted({i.url for i in interfaces_of(body, candidate)}))
                 raise NoAgentError(f"No agent at {url}: the host's card at {candidate} is for "
@@ -309,11 +306,11 @@ def choose(interfaces: Sequence[m.AgentInterface], prefer: Prefer = None) -> m.A
             for iface in usable:
                 if matches(preference, iface):
                     return iface
-        raise A2AClientError(f"No interface this client speaks matches prefer={prefer!r}; "
-                             f"the agent offers: {offered}")
+        raise A2AException(f"No interface this client speaks matches prefer={prefer!r}; "
+                           f"the agent offers: {offered}")
     if not usable:
-        raise A2AClientError("The agent offers no interface this client speaks "
-                             f"(JSON-RPC 1.0/0.3/0.1, HTTP+JSON 1.0); it offers: {offered}")
+        raise A2AException("The agent offers no interface this client speaks "
+                           f"(JSON-RPC 1.0/0.3/0.1, HTTP+JSON 1.0); it offers: {offered}")
     return usable[0]
 
 

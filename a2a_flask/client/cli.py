@@ -16,8 +16,10 @@ from typing import Any, Callable, Dict, Iterable, Optional, Sequence, TextIO, Tu
 
 from ..protocol import codec
 from ..protocol import models as m
-from . import A2AClient, A2AClientError, A2AConnectionError, A2ATimeoutError, parse_state
-from .card import NoAgentError, binding_name, generation
+from ..protocol.errors import (A2AConnectionError, A2AError, A2AException, A2ATimeoutError,
+                               NoAgentError)
+from . import A2AClient, parse_state
+from .card import binding_name, generation
 from .stream import EventStream
 
 EXIT_OK = 0
@@ -338,7 +340,7 @@ class Command:
     def card(self, client: A2AClient) -> int:
         card = client.extended_card() if self.args.extended else client.card
         if card is None:
-            raise A2AClientError("No card: --no-card was given")
+            raise A2AException("No card: --no-card was given")
         if self.args.json:
             dump(codec.encode(card), self.out)
             return EXIT_OK
@@ -468,12 +470,12 @@ class Command:
         return EXIT_OK
 
 
-def describe_error(exc: A2AClientError) -> str:
+def describe_error(exc: A2AException) -> str:
     """``TaskNotFoundError (-32001 TASK_NOT_FOUND): Task not found`` and the like."""
-    detail = " ".join(str(x) for x in (exc.code, exc.reason) if x is not None)
-    lines = [f"error: {type(exc).__name__}{' (' + detail + ')' if detail else ''}: {exc.message}"]
-    for violation in exc.field_violations:
-        lines.append(f"  {violation.get('field', '?')}: {violation.get('description', '')}")
+    if not isinstance(exc, A2AError):
+        return f"error: {type(exc).__name__}: {exc.message}"
+    lines = [f"error: {type(exc).__name__} ({exc.code} {exc.reason}): {exc.message}"]
+    lines += [f"  {field or '?'}: {description}" for field, description in exc.violations]
     return "\n".join(lines)
 
 
@@ -509,7 +511,7 @@ def main(argv: Optional[Sequence[str]] = None, *, stdout: Optional[TextIO] = Non
     except NoAgentError as exc:  # the host answered, but the URL is not an agent's
         err.write(f"error: {exc.message}\n")
         return EXIT_USAGE
-    except A2AClientError as exc:
+    except A2AException as exc:
         err.write(describe_error(exc) + "\n")
         return EXIT_A2A_ERROR
     except BrokenPipeError:

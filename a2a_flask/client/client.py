@@ -13,9 +13,9 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 import requests
 
 from ..protocol import models as m
+from ..protocol.errors import A2AException, CardVerificationError
 from .card import (Prefer, binding_name, choose, fetch_card, generation, interfaces_of,
                    read_card, warn_other_origin)
-from .errors import A2AClientError, CardVerificationError
 from .jsonrpc import JsonRpcTransport
 from .legacy import V01Transport, V03Transport
 from .messages import PathLike, make_message
@@ -61,8 +61,8 @@ class A2AClient:
         binding, wire = binding_name(binding), generation(version)
         transport_cls = TRANSPORTS.get((binding, wire))
         if transport_cls is None:
-            raise A2AClientError(f"This client does not speak {binding} {version}; it speaks "
-                                 + ", ".join(f"{b} {v}" for b, v in TRANSPORTS))
+            raise A2AException(f"This client does not speak {binding} {version}; it speaks "
+                               + ", ".join(f"{b} {v}" for b, v in TRANSPORTS))
         self._owns_session = session is None
         self.session = session if session is not None else requests.Session()
         sent = dict(headers or {})
@@ -93,7 +93,7 @@ class A2AClient:
         :param card_keys: keys you trust (a JWKS dict, JWKs or a public key): the
             card must carry a signature one of them verifies (spec §8.4), else
             :class:`CardVerificationError`.
-        :raises A2AClientError: when no card is found or no interface fits.
+        :raises A2AException: when no card is found or no interface fits.
         """
         own = session is None
         session = session if session is not None else requests.Session()
@@ -214,7 +214,7 @@ class A2AClient:
                    status_timestamp_after: Optional[str] = None,
                    include_artifacts: Optional[bool] = None) -> m.ListTasksResponse:
         """One page of tasks, newest first (A2A 1.0 only; older interfaces raise
-        :class:`~a2a_flask.client.errors.UnsupportedOperationError`)."""
+        :class:`~a2a_flask.errors.UnsupportedOperationError`)."""
         request = m.ListTasksRequest(
             context_id=context_id, status=parse_state(state) if state else m.TaskState.UNSPECIFIED,
             page_size=page_size, page_token=page_token, history_length=history_length,

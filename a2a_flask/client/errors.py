@@ -1,227 +1,87 @@
-"""What can go wrong when talking to an agent, as one exception tree.
+"""What the wire said, as the exception of the one tree (:mod:`a2a_flask.errors`).
 
-Everything the client raises is an :class:`A2AClientError` carrying the HTTP
-``response`` (when there was one) and the agent's error object (``error``: the
-JSON-RPC ``error`` member or the REST ``{"error": ...}`` body).  Agent-reported
-A2A errors become typed subclasses.  The class is chosen from the
+An agent's error becomes the class the server would raise for it, carrying what
+the agent sent (``code``, ``reason``, ``metadata``, ``violations``, ``message``,
+the ``error`` object, the ``response``).  The class is chosen from the
 ``google.rpc.ErrorInfo`` ``reason`` when the agent sends one (it means the
 same in every version), otherwise from the JSON-RPC code *as the protocol
-version of the call defines it*: -32006 to -32009 mean different things in 0.1
-and in 0.3/1.0.
+version of the call defines it* (-32006 to -32011 mean other things in 0.1),
+otherwise from the HTTP status (401, 403, 429).  An error of no known kind is
+an :class:`~a2a_flask.errors.A2AError` itself; an HTTP failure without an A2A
+body is an :class:`~a2a_flask.errors.A2AHTTPError`.
+
+The client's names of 0.2 that duplicated the tree's are deprecated aliases:
+``A2AClientError`` (now :class:`~a2a_flask.errors.A2AException`),
+``A2AProtocolError`` (:class:`~a2a_flask.errors.A2AError`),
+``AuthenticationRequiredError`` (:class:`~a2a_flask.errors.UnauthenticatedError`),
+``AuthorizationFailedError`` (:class:`~a2a_flask.errors.PermissionDeniedError`) and
+``RateLimitExceededError`` (:class:`~a2a_flask.errors.ResourceExhaustedError`).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Type
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Type
 
-ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
-BAD_REQUEST_TYPE = "type.googleapis.com/google.rpc.BadRequest"
+from ..deprecation import Moved
+from ..protocol.errors import (
+    BAD_REQUEST_TYPE,
+    ERROR_INFO_TYPE,
+    SPEC_ERRORS,
+    A2AError,
+    A2AException,
+    A2AHTTPError,
+    A2AResponseError,
+    ExtendedAgentCardNotConfiguredError,
+    FieldViolation,
+    InternalError,
+    InvalidParamsError,
+    InvalidTaskStateError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    RequestTimeoutError,
+    ResourceExhaustedError,
+    ResourceUnavailableError,
+    StreamingNotSupportedError,
+    UnauthenticatedError,
+)
 
+ErrorClass = Type[A2AError]
 
-class A2AClientError(Exception):
-    """The root of every client error.
+#: JSON-RPC code -> class in 0.3 and 1.0 (0.2 reads like 0.3).  0.3 defines nothing
+#: past -32007; a 1.0-era agent serving 0.3 may still send -32008/-32009 with their
+#: 1.0 meanings, which collide with nothing in 0.3.
+_SPEC_CODES: Dict[int, ErrorClass] = {cls.code: cls for cls in SPEC_ERRORS}
 
-    :ivar message: what went wrong, in words.
-    :ivar response: the :class:`requests.Response`, when the agent answered.
-    :ivar error: the agent's error object (JSON-RPC ``error`` or the REST ``error``
-        member), when it sent one.
-    :ivar code: the JSON-RPC code (REST: the one matching the ErrorInfo reason).
-    :ivar reason: the ``google.rpc.ErrorInfo`` reason, e.g. ``TASK_NOT_FOUND``.
-    :ivar metadata: the ErrorInfo metadata (``{"taskId": ...}``).
-    """
-
-    def __init__(self, message: str, *, response: Any = None,
-                 error: Optional[Mapping[str, Any]] = None, code: Optional[int] = None,
-                 reason: Optional[str] = None,
-                 metadata: Optional[Mapping[str, Any]] = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.response = response
-        self.error: Optional[Dict[str, Any]] = dict(error) if error is not None else None
-        self.code = code
-        self.reason = reason
-        self.metadata: Dict[str, Any] = dict(metadata or {})
-
-    @property
-    def status_code(self) -> Optional[int]:
-        """The HTTP status of the response, if there was one."""
-        return getattr(self.response, "status_code", None)
-
-    @property
-    def field_violations(self) -> List[Dict[str, str]]:
-        """``google.rpc.BadRequest`` field violations the agent listed (``field``, ``description``)."""
-        out: List[Dict[str, str]] = []
-        for detail in _details(self.error):
-            if detail.get("@type") == BAD_REQUEST_TYPE:
-                out.extend(v for v in detail.get("fieldViolations", []) if isinstance(v, dict))
-        return out
-
-
-class A2AConnectionError(A2AClientError):
-    """The agent could not be reached, or the connection broke."""
-
-
-class A2ATimeoutError(A2AConnectionError):
-    """Connecting took longer than the connect timeout, or the agent went silent
-    for longer than the read timeout."""
-
-
-class A2AHTTPError(A2AClientError):
-    """An HTTP failure without an A2A error body (401, 403, a proxy's 502 page...)."""
-
-
-class A2AProtocolError(A2AClientError):
-    """The agent answered with an A2A error; subclasses name the known ones."""
-
-
-class JSONParseError(A2AProtocolError):
-    """-32700: the agent could not parse the request JSON."""
-
-
-class InvalidRequestError(A2AProtocolError):
-    """-32600: the request was not a valid JSON-RPC request."""
-
-
-class MethodNotFoundError(A2AProtocolError):
-    """-32601: the agent does not know the method (or REST route)."""
-
-
-class InvalidParamsError(A2AProtocolError):
-    """-32602: bad parameters; see :attr:`field_violations`."""
-
-
-class InternalError(A2AProtocolError):
-    """-32603: the agent failed unexpectedly."""
-
-
-class TaskNotFoundError(A2AProtocolError):
-    """-32001: no such task (or push config) visible to this caller."""
-
-
-class TaskNotCancelableError(A2AProtocolError):
-    """-32002: the task is already in a terminal state."""
-
-
-class PushNotificationNotSupportedError(A2AProtocolError):
-    """-32003: the agent does not do push notifications."""
-
-
-class UnsupportedOperationError(A2AProtocolError):
-    """-32004: the agent (or this protocol version) does not support the operation.
-
-    The client raises it itself, without asking, for operations the selected
-    interface's protocol version lacks (ListTasks before 1.0, for instance).
-    """
-
-
-class ContentTypeNotSupportedError(A2AProtocolError):
-    """-32005: a part's media type (or the request Content-Type) is not accepted."""
-
-
-class InvalidAgentResponseError(A2AProtocolError):
-    """-32006 in 0.3/1.0, or the agent's answer could not be understood by this client."""
-
-
-class ExtendedAgentCardNotConfiguredError(A2AProtocolError):
-    """-32007 in 0.3/1.0: the agent declares an extended card but has none."""
-
-
-class ExtensionSupportRequiredError(A2AProtocolError):
-    """-32008 in 1.0: the agent requires an extension the client did not activate."""
-
-
-class VersionNotSupportedError(A2AProtocolError):
-    """-32009 in 1.0: the agent does not serve the protocol version the client spoke."""
-
-
-class AuthenticationRequiredError(A2AProtocolError):
-    """Credentials are missing or wrong: HTTP 401 (reason ``UNAUTHENTICATED``),
-    or -32007 from a 0.1 agent.  The challenge is in ``response.headers["WWW-Authenticate"]``."""
-
-
-class AuthorizationFailedError(A2AProtocolError):
-    """The caller may not do this: HTTP 403 (reason ``PERMISSION_DENIED``), or -32008
-    from a 0.1 agent."""
-
-
-class RateLimitExceededError(A2AProtocolError):
-    """Too many requests: HTTP 429 (reason ``RESOURCE_EXHAUSTED``), or -32010 from a 0.1 agent."""
-
-
-# The 0.1 spec gives -32006..-32011 meanings of its own.
-class StreamingNotSupportedError(A2AProtocolError):
-    """-32006 from a 0.1 agent: it does not stream."""
-
-
-class InvalidTaskStateError(A2AProtocolError):
-    """-32009 from a 0.1 agent."""
-
-
-class ResourceUnavailableError(A2AProtocolError):
-    """-32011 from a 0.1 agent."""
-
-
-_COMMON: Dict[int, Type[A2AProtocolError]] = {
-    -32700: JSONParseError,
-    -32600: InvalidRequestError,
-    -32601: MethodNotFoundError,
-    -32602: InvalidParamsError,
-    -32603: InternalError,
-    -32001: TaskNotFoundError,
-    -32002: TaskNotCancelableError,
-    -32003: PushNotificationNotSupportedError,
-    -32004: UnsupportedOperationError,
-    -32005: ContentTypeNotSupportedError,
-}
-
-#: JSON-RPC code -> class, per protocol generation (0.2 reads like 0.3).
-CODES: Dict[str, Dict[int, Type[A2AProtocolError]]] = {
-    "1.0": {**_COMMON, -32006: InvalidAgentResponseError,
-            -32007: ExtendedAgentCardNotConfiguredError,
-            -32008: ExtensionSupportRequiredError, -32009: VersionNotSupportedError},
-    # 0.3 defines nothing past -32007; a 1.0-era agent serving 0.3 may still send
-    # -32008/-32009 with their 1.0 meanings, which collide with nothing in 0.3.
-    "0.3": {**_COMMON, -32006: InvalidAgentResponseError,
-            -32007: ExtendedAgentCardNotConfiguredError,
-            -32008: ExtensionSupportRequiredError, -32009: VersionNotSupportedError},
-    "0.1": {**_COMMON, -32006: StreamingNotSupportedError,
-            -32007: AuthenticationRequiredError, -32008: AuthorizationFailedError,
-            -32009: InvalidTaskStateError, -32010: RateLimitExceededError,
-            -32011: ResourceUnavailableError},
+#: JSON-RPC code -> class, per protocol generation.
+CODES: Dict[str, Dict[int, ErrorClass]] = {
+    "1.0": _SPEC_CODES,
+    "0.3": _SPEC_CODES,
+    "0.1": {**{code: cls for code, cls in _SPEC_CODES.items() if not -32011 <= code <= -32006},
+            -32006: StreamingNotSupportedError, -32007: UnauthenticatedError,
+            -32008: PermissionDeniedError, -32009: InvalidTaskStateError,
+            -32010: ResourceExhaustedError, -32011: ResourceUnavailableError},
 }
 
 #: ErrorInfo reason -> class (reasons are the same in every version).
-REASONS: Dict[str, Type[A2AProtocolError]] = {
-    "PARSE_ERROR": JSONParseError,
-    "INVALID_REQUEST": InvalidRequestError,
-    "METHOD_NOT_FOUND": MethodNotFoundError,
-    "INVALID_PARAMS": InvalidParamsError,
-    "INTERNAL_ERROR": InternalError,
-    "TASK_NOT_FOUND": TaskNotFoundError,
-    "TASK_NOT_CANCELABLE": TaskNotCancelableError,
-    "PUSH_NOTIFICATION_NOT_SUPPORTED": PushNotificationNotSupportedError,
-    "UNSUPPORTED_OPERATION": UnsupportedOperationError,
-    "CONTENT_TYPE_NOT_SUPPORTED": ContentTypeNotSupportedError,
-    "INVALID_AGENT_RESPONSE": InvalidAgentResponseError,
-    "EXTENDED_AGENT_CARD_NOT_CONFIGURED": ExtendedAgentCardNotConfiguredError,
-    "AUTHENTICATED_EXTENDED_CARD_NOT_CONFIGURED": ExtendedAgentCardNotConfiguredError,
-    "EXTENSION_SUPPORT_REQUIRED": ExtensionSupportRequiredError,
-    "VERSION_NOT_SUPPORTED": VersionNotSupportedError,
-    # Not A2A reasons, but the google.rpc names agents (a2a_flask among them) use at the
-    # HTTP layer.
-    "UNAUTHENTICATED": AuthenticationRequiredError,
-    "PERMISSION_DENIED": AuthorizationFailedError,
-    "RESOURCE_EXHAUSTED": RateLimitExceededError,
-    "PAYLOAD_TOO_LARGE": InvalidRequestError,
+REASONS: Dict[str, ErrorClass] = {
+    **{cls.reason: cls for cls in SPEC_ERRORS},
+    # Not A2A reasons: the google.rpc names agents (a2a_flask among them) use at the
+    # HTTP layer, and a2a_flask's own.
+    **{cls.reason: cls for cls in (UnauthenticatedError, PermissionDeniedError,
+                                   ResourceExhaustedError, PayloadTooLargeError,
+                                   RequestTimeoutError)},
+    "AUTHENTICATED_EXTENDED_CARD_NOT_CONFIGURED": ExtendedAgentCardNotConfiguredError,  # 0.3's
+    # The engine acts on TaskTooLargeError and StoreUnavailable as its own conditions;
+    # a remote agent's arrive as their general kind (see those classes).
+    "TASK_TOO_LARGE": InvalidParamsError,
+    "STORE_UNAVAILABLE": InternalError,
 }
 
 #: HTTP statuses that say what went wrong even without an A2A error body.
-STATUSES: Dict[int, Type[A2AProtocolError]] = {
-    401: AuthenticationRequiredError,
-    403: AuthorizationFailedError,
-    429: RateLimitExceededError,
+STATUSES: Dict[int, ErrorClass] = {
+    401: UnauthenticatedError,
+    403: PermissionDeniedError,
+    429: ResourceExhaustedError,
 }
-
-_CODE_OF = {cls: code for code, cls in CODES["1.0"].items()}
 
 
 def _details(error: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
@@ -234,71 +94,98 @@ def _details(error: Optional[Mapping[str, Any]]) -> List[Dict[str, Any]]:
     return [d for d in found if isinstance(d, dict)] if isinstance(found, list) else []
 
 
-def _error_info(error: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
-    for detail in _details(error):
+def _error_info(details: List[Dict[str, Any]]) -> Dict[str, Any]:
+    for detail in details:
         if detail.get("@type") == ERROR_INFO_TYPE or (
                 "@type" not in detail and "reason" in detail):
             return detail
     return {}
 
 
-def from_jsonrpc(error: Any, version: str, response: Any = None) -> A2AClientError:
+def _violations(details: List[Dict[str, Any]]) -> List[FieldViolation]:
+    out: List[FieldViolation] = []
+    for detail in details:
+        if detail.get("@type") == BAD_REQUEST_TYPE:
+            listed = detail.get("fieldViolations")
+            out.extend((str(v.get("field", "")), str(v.get("description", "")))
+                       for v in (listed if isinstance(listed, list) else [])
+                       if isinstance(v, dict))
+    return out
+
+
+def _received(cls: ErrorClass, message: str, error: Dict[str, Any], response: Any,
+              code: Optional[int] = None) -> A2AError:
+    """An instance of ``cls`` carrying what the agent sent in ``error``."""
+    details = _details(error)
+    info = _error_info(details)
+    reason = info.get("reason")
+    metadata = info.get("metadata")
+    return cls(message, response=response, error=error, code=code,
+               reason=reason if isinstance(reason, str) else None,
+               metadata=metadata if isinstance(metadata, dict) else None,
+               violations=_violations(details))
+
+
+def _reason(error: Mapping[str, Any]) -> str:
+    reason = _error_info(_details(error)).get("reason")
+    return reason if isinstance(reason, str) else ""
+
+
+def from_jsonrpc(error: Any, version: str, response: Any = None) -> A2AException:
     """The typed exception for a JSON-RPC ``error`` object received over ``version``."""
     if not isinstance(error, dict):
-        return InvalidAgentResponseError(f"Malformed JSON-RPC error: {error!r}", response=response)
+        return A2AResponseError(f"Malformed JSON-RPC error: {error!r}", response=response)
     code = error.get("code")
     code = code if isinstance(code, int) and not isinstance(code, bool) else None
-    info = _error_info(error)
-    reason = info.get("reason") if isinstance(info.get("reason"), str) else None
-    cls = REASONS.get(reason or "") or CODES.get(_generation(version), {}).get(code or 0) \
-        or STATUSES.get(getattr(response, "status_code", 0) or 0) or A2AProtocolError
-    message = str(error.get("message") or cls.__name__)
-    return cls(message, response=response, error=error, code=code, reason=reason,
-               metadata=info.get("metadata") if isinstance(info.get("metadata"), dict) else None)
+    cls = REASONS.get(_reason(error)) or CODES[_generation(version)].get(code or 0) \
+        or STATUSES.get(getattr(response, "status_code", 0) or 0) or A2AError
+    return _received(cls, str(error.get("message") or cls.__name__), error, response, code)
 
 
-def from_rest(body: Any, response: Any) -> A2AClientError:
+def from_rest(body: Any, response: Any) -> A2AException:
     """The typed exception for a failed REST call (``{"error": {...}}`` or anything else)."""
     status = getattr(response, "status_code", None)
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
         return from_http(response, body)
-    info = _error_info(error)
-    reason = info.get("reason") if isinstance(info.get("reason"), str) else None
-    cls = REASONS.get(reason or "") or STATUSES.get(status or 0) or A2AProtocolError
+    cls = REASONS.get(_reason(error)) or STATUSES.get(status or 0) or A2AError
     message = str(error.get("message") or error.get("status") or f"HTTP {status}")
-    return cls(message, response=response, error=error, code=_CODE_OF.get(cls), reason=reason,
-               metadata=info.get("metadata") if isinstance(info.get("metadata"), dict) else None)
+    return _received(cls, message, error, response)
 
 
-def from_http(response: Any, body: Any = None) -> A2AClientError:
+def from_http(response: Any, body: Any = None) -> A2AException:
     """The exception for an HTTP failure without an A2A error object (a 401 from an
-    auth proxy, a 502 page...): typed when the status says enough."""
+    auth proxy, a 502 page...): a protocol error when the status says enough."""
     status = getattr(response, "status_code", None)
     text = (getattr(response, "text", "") or "").strip()
     message = f"HTTP {status} {getattr(response, 'reason', '') or ''}".rstrip()
     if text:
         message += f": {text[:200]}"
-    cls = STATUSES.get(status or 0, A2AHTTPError)
-    return cls(message, response=response, error=body if isinstance(body, dict) else None)
+    error = body if isinstance(body, dict) else None
+    cls = STATUSES.get(status or 0)
+    if cls is not None:
+        return cls(message, response=response, error=error)
+    return A2AHTTPError(message, response=response, error=error)
 
 
 def _generation(version: str) -> str:
     return "0.1" if version.startswith("0.1") else "1.0" if version.startswith("1.") else "0.3"
 
 
-__all__ = [
-    "A2AClientError", "A2AConnectionError", "A2ATimeoutError", "A2AHTTPError",
-    "A2AProtocolError", "JSONParseError", "InvalidRequestError", "MethodNotFoundError",
-    "InvalidParamsError", "InternalError", "TaskNotFoundError", "TaskNotCancelableError",
-    "PushNotificationNotSupportedError", "UnsupportedOperationError",
-    "ContentTypeNotSupportedError", "InvalidAgentResponseError",
-    "ExtendedAgentCardNotConfiguredError", "ExtensionSupportRequiredError",
-    "VersionNotSupportedError", "StreamingNotSupportedError", "AuthenticationRequiredError",
-    "AuthorizationFailedError", "InvalidTaskStateError", "RateLimitExceededError",
-    "ResourceUnavailableError", "from_jsonrpc", "from_rest", "from_http",
-]
+#: The client's names of 0.2 that duplicated the tree's: what each stands for, and its name now.
+RENAMED: Dict[str, Tuple[Type[A2AException], str]] = {
+    "A2AClientError": (A2AException, "a2a_flask.errors.A2AException"),
+    "A2AProtocolError": (A2AError, "a2a_flask.errors.A2AError"),
+    "AuthenticationRequiredError": (UnauthenticatedError, "a2a_flask.errors.UnauthenticatedError"),
+    "AuthorizationFailedError": (PermissionDeniedError, "a2a_flask.errors.PermissionDeniedError"),
+    "RateLimitExceededError": (ResourceExhaustedError, "a2a_flask.errors.ResourceExhaustedError"),
+}
+_MOVED = Moved(__name__, RENAMED)
 
 
-class CardVerificationError(A2AClientError):
-    """The agent card carries no signature that the keys you trust verify."""
+def __getattr__(name: str) -> Any:
+    """The deprecated names (:data:`RENAMED`), with a :class:`DeprecationWarning`."""
+    return _MOVED.get(name)
+
+
+__all__ = ["from_jsonrpc", "from_rest", "from_http", "CODES", "REASONS", "STATUSES"]

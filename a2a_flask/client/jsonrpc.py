@@ -15,7 +15,8 @@ import requests
 
 from ..protocol import codec
 from ..protocol import models as m
-from .errors import InvalidAgentResponseError, from_http, from_jsonrpc
+from ..protocol.errors import A2AResponseError
+from .errors import from_http, from_jsonrpc
 from .stream import StreamItem, iter_json_events
 from .transport import Transport
 from .wire import decode_model, event_from_v1, is_final
@@ -43,15 +44,15 @@ class JsonRpcTransport(Transport):
             raise from_http(response)
         body = self.read_json(response)
         if not isinstance(body, dict):
-            raise InvalidAgentResponseError(f"Not a JSON-RPC response: {body!r:.200}",
-                                            response=response)
+            raise A2AResponseError(f"Not a JSON-RPC response: {body!r:.200}",
+                                   response=response)
         if "error" in body and body["error"] is not None:
             raise from_jsonrpc(body["error"], self.version, response)
         if response.status_code != 200:
             raise from_http(response, body)
         if "result" not in body:
-            raise InvalidAgentResponseError("JSON-RPC response has neither result nor error",
-                                            response=response)
+            raise A2AResponseError("JSON-RPC response has neither result nor error",
+                                   response=response)
         return body["result"]
 
     def call(self, method: str, params: Any = None) -> Any:
@@ -83,8 +84,8 @@ class JsonRpcTransport(Transport):
         try:
             for sse, body in iter_json_events(response):
                 if not isinstance(body, dict):
-                    raise InvalidAgentResponseError(f"Stream event is not a JSON-RPC response: "
-                                                    f"{body!r:.200}", response=response)
+                    raise A2AResponseError(f"Stream event is not a JSON-RPC response: "
+                                           f"{body!r:.200}", response=response)
                 if body.get("error") is not None:
                     raise from_jsonrpc(body["error"], self.version, response)
                 item = read(body.get("result"), response)

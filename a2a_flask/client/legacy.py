@@ -4,7 +4,7 @@ Requests are built from the same 1.0 models and rewritten into the old shapes
 (:mod:`.wire`); answers are rewritten back into 1.0 models.  Neither version
 sends ``A2A-Version`` (a missing header means 0.3), and operations a version
 lacks (ListTasks; in 0.1 also deleting push configs and the extended card)
-raise :class:`~.errors.UnsupportedOperationError` without a request.
+raise :class:`~a2a_flask.errors.UnsupportedOperationError` without a request.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 import requests
 
 from ..protocol import models as m
-from .errors import TaskNotFoundError
+from ..protocol.errors import TaskNotFoundError
 from .jsonrpc import JsonRpcTransport
 from .stream import StreamItem
 from .wire import (

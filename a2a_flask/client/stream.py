@@ -19,12 +19,7 @@ import requests
 import urllib3
 
 from ..protocol import models as m
-from .errors import (
-    A2AConnectionError,
-    A2AProtocolError,
-    A2ATimeoutError,
-    InvalidAgentResponseError,
-)
+from ..protocol.errors import A2AConnectionError, A2AError, A2AResponseError, A2ATimeoutError
 from .wire import Event
 
 log = logging.getLogger("a2a_flask.client")
@@ -86,8 +81,8 @@ def iter_json_events(response: requests.Response) -> Iterator[Tuple[SSEEvent, An
         try:
             yield sse, json.loads(sse.data)
         except ValueError:
-            raise InvalidAgentResponseError(f"Stream event is not JSON: {sse.data[:200]!r}",
-                                            response=response) from None
+            raise A2AResponseError(f"Stream event is not JSON: {sse.data[:200]!r}",
+                                   response=response) from None
 
 
 def iter_sse(response: requests.Response) -> Iterator[SSEEvent]:
@@ -228,7 +223,7 @@ class EventStream:
                 return
             except A2AConnectionError as again:
                 exc = again
-            except A2AProtocolError:
+            except A2AError:
                 # Refused: typically the task ended while we were away (-32004, or
                 # -32602 from some agents) and the agent keeps no replay.  Then its
                 # final state is all there is left to report.

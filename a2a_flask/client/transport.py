@@ -14,7 +14,7 @@ import requests
 
 from ..observe.otel import inject as inject_trace
 from ..protocol import models as m
-from .errors import A2AConnectionError, InvalidAgentResponseError, UnsupportedOperationError
+from ..protocol.errors import A2AConnectionError, A2AResponseError, UnsupportedOperationError
 from .stream import StreamItem, transport_error
 
 Timeout = Union[float, Tuple[float, float], None]
@@ -66,7 +66,7 @@ class Transport:
 
     @staticmethod
     def read_json(response: requests.Response) -> Any:
-        """The body as JSON; InvalidAgentResponseError if it is not JSON, and
+        """The body as JSON; A2AResponseError if it is not JSON, and
         A2AConnectionError if there is no body at all (the connection broke early)."""
         try:
             if not response.content:
@@ -75,7 +75,7 @@ class Transport:
                                          "was closed early")
             return response.json()
         except ValueError:
-            raise InvalidAgentResponseError(
+            raise A2AResponseError(
                 f"The agent answered HTTP {response.status_code} with "
                 f"{response.headers.get('Content-Type') or 'no content type'}, not JSON: "
                 f"{response.text[:200]!r}", response=response) from None

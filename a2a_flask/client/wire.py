@@ -8,7 +8,7 @@ model.  The other direction, 1.0 requests in 0.x shapes, lives here too.
 Decoding is lenient in the one way a client must be: a member the proto calls
 REQUIRED but the agent left out gets its default instead of failing the call
 (0.1 messages have no ``messageId``, some agents omit ``contextId`` ...).
-Wrong types still fail, as :class:`InvalidAgentResponseError`.
+Wrong types still fail, as :class:`~a2a_flask.errors.A2AResponseError`.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, Dict, Tuple, Type, TypeVar, Union
 from ..protocol import codec
 from ..protocol import models as m
 from ..protocol.events import STREAM_EVENTS
-from .errors import InvalidAgentResponseError
+from ..protocol.errors import A2AResponseError
 
 T = TypeVar("T")
 Event = Union[m.Task, m.Message, m.TaskStatusUpdateEvent, m.TaskArtifactUpdateEvent]
@@ -34,7 +34,7 @@ def decode_model(cls: Type[T], value: Any, what: str = "", response: Any = None)
     result, errors = codec.decode_lenient(cls, value)
     hard = [f"{where or 'body'}: {problem}" for where, problem in errors if problem not in _SOFT]
     if hard:
-        raise InvalidAgentResponseError(
+        raise A2AResponseError(
             f"The agent sent an invalid {what or cls.__name__}: " + "; ".join(hard[:5]),
             response=response)
     return result
@@ -53,8 +53,8 @@ def event_from_v1(body: Any, response: Any = None) -> Event:
             return decode_model(m.Task, body, "task", response)
         if "parts" in body and "role" in body:
             return decode_model(m.Message, body, "message", response)
-    raise InvalidAgentResponseError(f"Expected a task, message or update event, got {body!r:.200}",
-                                    response=response)
+    raise A2AResponseError(f"Expected a task, message or update event, got {body!r:.200}",
+                           response=response)
 
 
 def is_final(event: Event) -> bool:
@@ -173,8 +173,8 @@ def task_in(task: Any) -> Any:
 def event_from_v03(result: Any, response: Any = None) -> Tuple[Event, bool]:
     """One 0.3 result (send or stream): the event and whether it is ``final``."""
     if not isinstance(result, dict):
-        raise InvalidAgentResponseError(f"Expected a 0.3 result object, got {result!r:.200}",
-                                        response=response)
+        raise A2AResponseError(f"Expected a 0.3 result object, got {result!r:.200}",
+                               response=response)
     kind = result.get("kind")
     if kind == "status-update" or (kind is None and "status" in result and "taskId" in result):
         body = _drop_none({"taskId": result.get("taskId"), "contextId": result.get("contextId"),
@@ -197,8 +197,8 @@ def event_from_v03(result: Any, response: Any = None) -> Tuple[Event, bool]:
 def event_from_v01(result: Any, context_id: str, response: Any = None) -> Tuple[Event, bool]:
     """One 0.1 stream result (``{"id", "status", "final"}`` or ``{"id", "artifact"}``)."""
     if not isinstance(result, dict):
-        raise InvalidAgentResponseError(f"Expected a 0.1 result object, got {result!r:.200}",
-                                        response=response)
+        raise A2AResponseError(f"Expected a 0.1 result object, got {result!r:.200}",
+                               response=response)
     task_id = result.get("id", "")
     if "artifact" in result:
         artifact = result["artifact"] if isinstance(result["artifact"], dict) else {}
@@ -220,8 +220,8 @@ def event_from_v01(result: Any, context_id: str, response: Any = None) -> Tuple[
 def push_config_in(wrapper: Any, response: Any = None) -> m.TaskPushNotificationConfig:
     """A 0.3 ``{taskId, pushNotificationConfig}`` or 0.1 ``{id, pushNotificationConfig}``."""
     if not isinstance(wrapper, dict):
-        raise InvalidAgentResponseError(f"Expected a push config, got {wrapper!r:.200}",
-                                        response=response)
+        raise A2AResponseError(f"Expected a push config, got {wrapper!r:.200}",
+                               response=response)
     inner = wrapper.get("pushNotificationConfig")
     inner = inner if isinstance(inner, dict) else {}
     body = _drop_none({"taskId": wrapper.get("taskId", wrapper.get("id")), "id": inner.get("id"),
