@@ -18,7 +18,7 @@ When the executor returns and the task is neither terminal nor waiting for
 input, the task is completed.  If it **raises**, the task FAILS with a status
 message naming the exception type (the traceback goes to the log, never to the
 client).  An emission that would take the task past ``A2A_MAX_TASK_BYTES``
-raises :class:`~a2a_flask.protocol.errors.TaskTooLargeError` and is not stored
+raises :class:`~a2a_flask.errors.TaskTooLargeError` and is not stored
 (nor are streamed chunks still waiting to be written with it): the executor
 may catch it and finish otherwise (say, with a link instead of the content);
 uncaught, the task FAILS with a status message that says so.  When the task

@@ -458,7 +458,7 @@ class Runtime:
         ``known`` is the record as the caller last saw it (a run's own
         record): tried first, so an executor's chunk costs no load; the
         store's sequence check sends a stale one back here for a reload.
-        Raises :class:`~a2a_flask.protocol.errors.TaskTooLargeError` when the
+        Raises :class:`~a2a_flask.errors.TaskTooLargeError` when the
         events would take the task past ``max_task_bytes`` (with a violation
         on ``message.parts`` when ``caller``: they carry a caller's message).
         """

@@ -4,7 +4,7 @@
 base64 bytes, defaults left out).  ``decode`` does the reverse, accepting
 camelCase or snake_case member names, ignoring unknown members, treating JSON
 ``null`` as unset, and collecting every problem as a field violation so that
-one :class:`~a2a_flask.protocol.errors.InvalidParamsError` names them all.
+one :class:`~a2a_flask.errors.InvalidParamsError` names them all.
 """
 from __future__ import annotations
 

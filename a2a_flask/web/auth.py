@@ -3,8 +3,8 @@
 An *authenticator* is a function called in the request context (so it can
 read ``flask.request``, ``flask.g`` or flask-login's ``current_user``) that
 returns the caller: a :class:`Principal`, a plain string id, or None for "no
-credentials".  It raises :class:`~a2a_flask.protocol.errors.UnauthenticatedError` for
-bad credentials and :class:`~a2a_flask.protocol.errors.PermissionDeniedError` for a
+credentials".  It raises :class:`~a2a_flask.errors.UnauthenticatedError` for
+bad credentials and :class:`~a2a_flask.errors.PermissionDeniedError` for a
 known caller who may not use the agent.
 
 The principal's id owns what the caller creates: every task and webhook is
