@@ -16,7 +16,7 @@ models of :mod:`a2a_flask.protocol.models`.  Its errors are those of
 (``except TaskNotFoundError``), a failed exchange an :class:`A2ATransportError`,
 and every one an :class:`A2AException`.
 """
-from typing import Any
+from typing import Any as _Any
 
 from ..deprecation import Moved as _Moved
 from ..protocol.errors import (
@@ -59,7 +59,7 @@ from .stream import EventStream
 _MOVED = _Moved(__name__, _RENAMED)
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """The error names of 0.2 that duplicated the tree's, with a :class:`DeprecationWarning`."""
     return _MOVED.get(name)
 
