@@ -7,8 +7,10 @@ reason), and the client raises the same class when an agent answers with it,
 so one ``except TaskNotFoundError`` serves both sides.  Failures of the HTTP
 exchange itself (no connection, a timeout, an answer that is not A2A) are the
 client's own classes, beside :class:`A2AError` rather than under it: the
-server never renders them.  :mod:`a2a_flask.errors` is the public face of this
-module and draws the whole tree.
+server never renders them.  They are defined here all the same, so that
+:mod:`a2a_flask.errors`, the public face of this module that draws the whole
+tree, names them without importing the client (nor ``requests``, which a server
+imports only when it pushes).
 """
 from __future__ import annotations
 
