@@ -463,3 +463,44 @@ def top_growth(probe: Probe, path: Callable[[Probe], None], *, warmup: int, task
         newest_first = list(stat.traceback)[::-1][:8]
         frames = [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}" for f in newest_first]
         yield f"{stat.size_diff:+8d} B {stat.count_diff:+5d} blocks  " + " < ".join(frames)
+
+
+def measure(store: str, path: str, folder: Path, *, warmup: int, tasks: int, limit: float,
+            batches: int) -> Dict[str, Any]:
+    """Bytes per task over up to ``batches`` batches (stopping at the first under
+    ``limit``), and, when none was, where one more batch grew."""
+    probe = Probe(store, folder)
+    try:
+        run = PATHS[path]
+        with tracing():
+            grown = [bytes_per_task(probe, run, warmup=warmup, tasks=tasks)]
+            while min(grown) >= limit and len(grown) < batches:
+                grown.append(bytes_per_task(probe, run, warmup=0, tasks=tasks))
+        where = [] if min(grown) < limit else list(
+            top_growth(probe, run, warmup=0, tasks=tasks, limit=5))
+    finally:
+        probe.close()
+    return {"grown": grown, "where": where}
+
+
+def main() -> None:
+    """``python -m tests.memory_probe STORE PATH FOLDER``: one case, measured in a
+    process of its own, printed as one line of JSON (what tests/test_memory.py runs)."""
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("store", choices=sorted(STORES))
+    parser.add_argument("path", choices=sorted(PATHS))
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--limit", type=float, default=64)
+    parser.add_argument("--batches", type=int, default=5)
+    args = parser.parse_args()
+    print(json.dumps(measure(args.store, args.path, args.folder, warmup=args.warmup,
+                             tasks=args.tasks, limit=args.limit, batches=args.batches)))
+
+
+if __name__ == "__main__":
+    main()
