@@ -373,7 +373,6 @@ class RedisStore(TaskStore):
                   self._index(record.tenant, record.owner), self._channel],
             args=[*flat, *_check_lengths(task.id, [dump_event(first_event)]),
                   _score(record.updated_at), task.id],
-            client=self._writer,
         )
         if not created:
             raise SequenceConflict(task.id)

@@ -452,12 +452,12 @@ class SQLStore(TaskStore):
         first = [(record.seq, dump_event(first_event))]
         try:
             if self._explicit and self.postgres:  # one statement: one round trip
-                with self._connect(write=True, one_statement=True, writer=True) as conn:
+                with self._connect(write=True, one_statement=True) as conn:
                     made = sa.insert(self.tasks).values(row).returning(self.tasks.c.id)
                     conn.execute(self._log_and_notify(made.cte("made"), first,
                                                       task.status.state.terminal)).all()
             else:
-                with self._connect(write=True, writer=True) as conn:
+                with self._connect(write=True) as conn:
                     conn.execute(self.tasks.insert().values(row))
                     conn.execute(self.events.insert().values(task_id=task.id, seq=record.seq,
                                                              event=first[0][1]))
