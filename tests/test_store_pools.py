@@ -95,3 +95,29 @@ def test_past_the_wait_a_reader_gets_task_store_unavailable(store_url):
         assert store.load("t1").seq == 1  # and it serves again once connections are back
     finally:
         store.close()
+
+
+def test_the_watchdog_cuts_a_call_past_its_deadline_and_leaves_the_others():
+    """tests the SQL store's client-side deadline on a socket pair: a read that
+    gets no answer ends (end-of-file) once the deadline passes; a call disarmed
+    in time is never cut."""
+    import socket
+
+    from a2a_flask.stores.sql_deadline import Watchdog, shut_down
+
+    watchdog = Watchdog(0.3)
+    waiting, silent = socket.socketpair()
+    answered, peer = socket.socketpair()
+    try:
+        waiting.settimeout(30)  # a hang would fail the test long after the deadline
+        token = watchdog.arm(lambda: shut_down(answered.fileno()))
+        assert watchdog.disarm(token)  # in time: never cut
+        with watchdog.guard(lambda: shut_down(waiting.fileno())):
+            assert waiting.recv(1) == b""  # cut: the read ends instead of waiting on
+        assert watchdog.cuts == 1
+        peer.sendall(b"x")
+        assert answered.recv(1) == b"x"  # the disarmed socket still works
+    finally:
+        watchdog.stop()
+        for sock in (waiting, silent, answered, peer):
+            sock.close()

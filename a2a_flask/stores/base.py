@@ -452,15 +452,25 @@ PREPARE_WAIT = 60.0
 
 
 def prepare_once(store: TaskStore) -> None:
-    """Run ``store.prepare()`` unless it has succeeded; callers arriving meanwhile wait
-    for that one call (bounded) and then go on, or try it themselves if it failed."""
-    lock = store.__dict__.setdefault("_prepare_lock", threading.Lock())
+    """Run ``store.prepare()`` unless it has succeeded.  Callers arriving meanwhile
+    wait for that one attempt (bounded) and share its outcome: they go on if it
+    succeeded, and answer "task store unavailable" at once if it failed (rather than
+    each trying in turn, which would make the last of N callers wait N timeouts)."""
+    state = store.__dict__
+    lock = state.setdefault("_prepare_lock", threading.Lock())
+    finished = state.get("_prepare_attempts", 0)  # attempts ended before this caller came
     if not lock.acquire(timeout=PREPARE_WAIT):
         raise StoreUnavailable()
     try:
-        if not store.prepared:
+        if store.prepared:
+            return
+        if state.get("_prepare_attempts", 0) != finished:
+            raise StoreUnavailable()  # the attempt this caller waited for failed just now
+        try:
             store.prepare()
             store.prepared = True
+        finally:
+            state["_prepare_attempts"] = finished + 1
     finally:
         lock.release()
 

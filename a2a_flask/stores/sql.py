@@ -33,7 +33,7 @@ import math
 import os
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -62,7 +62,7 @@ from .base import (
 )
 from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
                      load_target, load_task)
-from .sql_deadline import CUT, Watchdog, driver_socket, shut_down
+from .sql_deadline import CUT, Hung, Watchdog, driver_socket, shut_down
 from .sql_listen import Listener, load_driver
 from .sql_schema import create_all, make_metadata, metadata
 from .sql_tls import (pg8000_tls_options, share_one_tls_context_pg8000,
@@ -252,14 +252,24 @@ def ping_when_idle(engine: Engine, idle: float, watchdog: Optional[Watchdog] = N
             raise sa.exc.DisconnectionError("cut off after a statement hung")
         if time.monotonic() - record.info.get("a2a_idle_since", 0.0) < idle:
             return
+        fd = driver_socket(dbapi_connection)
+        hung: List[bool] = []
+
+        def cut() -> None:
+            hung.append(True)
+            if fd is not None:
+                shut_down(fd)
+
         try:
-            if watchdog is None:
-                ping(dbapi_connection)
-                return
-            fd = driver_socket(dbapi_connection)
-            with watchdog.guard(lambda: shut_down(fd) if fd is not None else None):
+            with watchdog.guard(cut) if watchdog is not None else nullcontext():
                 ping(dbapi_connection)
         except Exception as exc:
+            if hung:
+                # No answer at all: the database hangs, and a new connection would
+                # only hang in its turn.  Not a DisconnectionError, which the pool
+                # answers by connecting again: the call ends now (the pool drops
+                # this connection on the way out).
+                raise Hung("no answer to a ping in time") from exc
             raise sa.exc.DisconnectionError(str(exc)) from exc
 
     event.listen(engine, "connect", mark)
@@ -406,7 +416,7 @@ class SQLStore(TaskStore):
             raise _Outage("task store unavailable: no database connection came free "
                              f"within {engine.pool.timeout()}s (pool "  # type: ignore[attr-defined]
                              f"{engine.pool.size()})") from None  # type: ignore[attr-defined]
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, Hung) as exc:
             raise _Outage(f"task store unavailable: {_reason(exc)}") from None
         except sa.exc.ProgrammingError as exc:  # missing tables, missing rights
             raise StoreError(f"task store unusable: {_reason(exc)} (tables: "

@@ -34,6 +34,10 @@ IDLE_WAIT = 30.0
 CUT = "a2a_cut"
 
 
+class Hung(Exception):
+    """A database call got no answer in time and its connection was cut off."""
+
+
 def driver_socket(dbapi_connection: Any) -> Optional[int]:
     """The file descriptor of a DBAPI connection's socket (psycopg 3, pg8000,
     PyMySQL, psycopg2), or None for a driver we do not know."""
