@@ -121,3 +121,39 @@ def test_the_watchdog_cuts_a_call_past_its_deadline_and_leaves_the_others():
         watchdog.stop()
         for sock in (waiting, silent, answered, peer):
             sock.close()
+
+
+@pytest.mark.parametrize("kind", STORES)
+def test_callers_arriving_during_a_failing_first_call_share_its_outage(kind):
+    """The store is unreachable (a port that never answers) from the start: twenty
+    callers at once each answer "task store unavailable" within about one timeout
+    (they share the attempt in flight), not one timeout after another in turn."""
+    import time
+
+    from .dbservers import BlackHole
+
+    with BlackHole() as hole:
+        url = {"postgresql": hole.postgres_url, "mariadb": hole.mariadb_url,
+               "redis": hole.redis_url}[kind]()
+        store = open_store(url, limits=StoreLimits(timeout=1.0))
+        answers: List[Any] = []
+
+        def call() -> None:
+            started = time.monotonic()
+            try:
+                store.load("t1")
+                answers.append("answered")
+            except StoreUnavailable:
+                answers.append(time.monotonic() - started)
+
+        callers = [threading.Thread(target=call) for _ in range(20)]
+        try:
+            for caller in callers:
+                caller.start()
+            for caller in callers:
+                caller.join(60)
+        finally:
+            store.close()
+    assert len(answers) == 20 and "answered" not in answers, answers
+    # One after another they would take 20 timeouts (20 s and more) for the last.
+    assert max(answers) < 10, sorted(answers)
