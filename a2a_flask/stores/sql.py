@@ -133,7 +133,9 @@ def open_sql_store(url: str, *, limits: Optional[StoreLimits] = None) -> "SQLSto
             raise StoreError(f"bad TLS setting in store URL {safe_url(url)}: {exc}") from None
     clean = urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
     driver = scheme.split("+", 1)[-1]
-    connect_args = _connect_args(driver, limits.timeout)
+    # A timeout the URL gives its driver (``?connect_timeout=10``) wins over ours.
+    connect_args = {key: value for key, value in _connect_args(driver, limits.timeout).items()
+                    if key not in query}
 
     def engine(size: int, overflow: int) -> Engine:
         try:
