@@ -43,6 +43,8 @@ from a2a_flask.config import config_key, field_default, field_types, kind_of, re
 from .helpers import ROOT, free_port, stop_process_group
 
 README = ROOT / "README.rst"
+#: The settings table and its type legend (moved from the README, issue 37).
+CONFIGURATION = ROOT / "docs" / "configuration.rst"
 ADDRESS = re.compile(r"(127\.0\.0\.1|localhost):8000\b")
 NOT_RUN = re.compile(r"^\.\. not-run:(.*)$")
 DIRECTIVE = re.compile(r"^(\s*)\.\. (?:code-block|code|sourcecode)::\s*(\S*)\s*$")
@@ -340,11 +342,9 @@ def test_every_pip_install_in_the_readme_names_real_extras():
 
 
 def config_table(text: str) -> Dict[str, Tuple[str, str]]:
-    """``A2A_X`` -> (type, default) from the README's settings table."""
-    section = text[text.index("\nConfiguration\n"):]
-    section = section[:re.search(r"\n[^\n]+\n-{3,}\n", section[20:]).start() + 20]
+    """``A2A_X`` -> (type, default) from the settings table of docs/configuration.rst."""
     rows: Dict[str, Tuple[str, str]] = {}
-    lines = section.splitlines()
+    lines = text.splitlines()
     header = next(i for i, l in enumerate(lines) if l.startswith("Key ") and "Default" in l)
     border = lines[header - 1]
     spans = [(m.start(), m.end()) for m in re.finditer(r"=+", border)]
@@ -359,7 +359,7 @@ def config_table(text: str) -> Dict[str, Tuple[str, str]]:
 
 
 def test_the_settings_table_lists_every_setting_with_its_type_and_default():
-    rows = config_table(README.read_text())
+    rows = config_table(CONFIGURATION.read_text())
     expected = {config_key(name): tp for name, tp in field_types().items()}
     assert sorted(rows) == sorted(expected), (
         f"missing: {sorted(set(expected) - set(rows))}, unknown: {sorted(set(rows) - set(expected))}")
@@ -377,8 +377,8 @@ def test_the_settings_table_lists_every_setting_with_its_type_and_default():
 
 
 def test_the_type_legend_names_every_kind_of_setting():
-    text = README.read_text()
-    legend = text[text.index("\nConfiguration\n"):text.index("Key   ")]
+    text = CONFIGURATION.read_text()
+    legend = text[text.index("Type   "):text.index("Key   ")]
     for tp in field_types().values():
         assert re.search(rf"^{re.escape(kind_of(tp).name.replace(' or unset', ''))}\s{{2,}}",
                          legend, re.M), kind_of(tp).name
