@@ -366,6 +366,16 @@ def test_every_pip_install_in_the_readme_names_real_extras():
             check_extras(command)
 
 
+def test_the_readme_links_files_of_a_fresh_clone():
+    """Its links to the manual are paths in the repository (GitHub and a clone show
+    them; the Sphinx manual does not include the README), and each file exists."""
+    targets = re.findall(r"`[^`<]+<([^>`]+)>`_", README.read_text())
+    local = [t for t in targets if "://" not in t]
+    assert {"docs/protocol.rst", "docs/configuration.rst", "docs/operating.rst",
+            "docs/observability.rst", "docs/internals.rst", "bench/README.rst"} <= set(local)
+    assert [t for t in local if not (ROOT / t).is_file()] == []
+
+
 # ------------------------------------------------------------------ the settings table
 
 
