@@ -50,6 +50,7 @@ task expired counts in ``totalSize`` until a list or the next purge meets it
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -94,6 +95,8 @@ LAYOUT = b"3"
 #: How long a process upgrading the layout keeps others from starting to (seconds):
 #: if it dies, the next process to open the store after this upgrades it.
 UPGRADE_LOCK = 300
+#: Tasks whose snapshot counts a process remembers (the dict is dropped whole past it).
+COUNTS_KEPT = 10000
 #: Index entries moved per round trip.
 MOVE_BATCH = 500
 #: Longest string Redis stores (and its default ``proto-max-bulk-len``), in bytes.
@@ -132,14 +135,16 @@ def _check_lengths(task_id: str, texts: List[str]) -> List[str]:
 # expected seq, snapshot ('' keeps the stored one), state, updated_at, score, task id, ttl
 # seconds for terminal tasks (0 = none), the new snapshot's bytes, the bytes logged since
 # the snapshot, the history's length, the state indexes' common start (the old state's
-# entry leaves its index: a state is ASCII, so Lua's length is join_key's), events...
+# entry leaves its index: a state is ASCII, so Lua's length is join_key's), the task's
+# tenant and owner (a task of another caller that took the id is never written),
+# events...
 _APPEND = """
-local seq = redis.call('HGET', KEYS[1], 'seq')
-if not seq then return -1 end
+local task = redis.call('HMGET', KEYS[1], 'seq', 'state', 'tenant', 'owner')
+local seq, old = task[1], task[2]
+if not seq or task[3] ~= ARGV[12] or task[4] ~= ARGV[13] then return -1 end
 if tonumber(seq) ~= tonumber(ARGV[1]) then return -2 end
-local old = redis.call('HGET', KEYS[1], 'state')
-for i = 12, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-local new = tonumber(ARGV[1]) + (#ARGV - 11)
+for i = 14, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local new = tonumber(ARGV[1]) + (#ARGV - 13)
 redis.call('HSET', KEYS[1], 'seq', new, 'state', ARGV[3], 'updated_at', ARGV[4],
            'log_bytes', ARGV[9], 'history_len', ARGV[10])
 if ARGV[2] ~= '' then
@@ -161,15 +166,16 @@ return new
 """
 
 # KEYS: task, log, channel, then the indexes (the caller's, its context's, its state's).
-# ARGV: fields (flattened pairs) ..., then the first event, the score and the task id
-# as the last three.
+# ARGV: the task hash's short fields (a JSON object of strings: one argument, not two
+# per field, since redis-py's CPU per call grows with its arguments), the snapshot,
+# the first event, the score and the task id.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local n = #ARGV
-for i = 1, n - 3, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('RPUSH', KEYS[2], ARGV[n - 2])
-for i = 4, #KEYS do redis.call('ZADD', KEYS[i], ARGV[n - 1], ARGV[n]) end
-redis.call('PUBLISH', KEYS[3], ARGV[n] .. ' 1')
+for name, value in pairs(cjson.decode(ARGV[1])) do redis.call('HSET', KEYS[1], name, value) end
+redis.call('HSET', KEYS[1], 'snapshot', ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[3])
+for i = 4, #KEYS do redis.call('ZADD', KEYS[i], ARGV[4], ARGV[5]) end
+redis.call('PUBLISH', KEYS[3], ARGV[5] .. ' 1')
 return 1
 """
 
@@ -322,6 +328,8 @@ class RedisStore(TaskStore):
         self._sweep = self._redis.register_script(_SWEEP)
         self._unlist = self._redis.register_script(_UNLIST)
         self._indexed = False  # the context and state indexes are whole (layout 3)
+        #: (seq, snap_seq, snap_bytes, log_bytes) of tasks this process wrote last.
+        self._written: Dict[str, Tuple[int, int, int, int]] = {}
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
@@ -400,19 +408,42 @@ class RedisStore(TaskStore):
         fields = {"tenant": record.tenant, "owner": record.owner, "dialect": record.dialect,
                   "context_id": task.context_id, "state": task.status.state.value,
                   "created_at": record.created_at, "updated_at": record.updated_at,
-                  "seq": record.seq, "snapshot": snapshot, "snap_seq": record.seq,
-                  "snap_bytes": len(snapshot), "log_bytes": 0}
-        flat: List[Any] = [item for pair in fields.items() for item in pair]
+                  "seq": str(record.seq), "snap_seq": str(record.seq),
+                  "snap_bytes": str(len(snapshot)), "log_bytes": "0"}
         created = self._create(
             keys=[self._key("task", task.id), self._key("log", task.id), self._channel,
                   self._index(record.tenant, record.owner),
                   self._context_index(record.tenant, record.owner, task.context_id),
                   self._state_index(record.tenant, record.owner, task.status.state.value)],
-            args=[*flat, *_check_lengths(task.id, [dump_event(first_event)]),
+            args=[json.dumps(fields), snapshot,
+                  *_check_lengths(task.id, [dump_event(first_event)]),
                   _score(record.updated_at), task.id],
         )
         if not created:
             raise SequenceConflict(task.id)
+        self._remember(task.id, (record.seq, record.seq, len(snapshot), 0))
+
+    def _remember(self, task_id: str, counts: Tuple[int, int, int, int]) -> None:
+        """Keep a task's (seq, snap_seq, snap_bytes, log_bytes) as this process wrote them:
+        the next append here needs no read first (see :meth:`_counts`)."""
+        if len(self._written) >= COUNTS_KEPT:
+            self._written.clear()
+        self._written[task_id] = counts
+
+    def _counts(self, task_id: str, expected_seq: int) -> Tuple[int, int, int]:
+        """(snap_seq, snap_bytes, log_bytes) of a task at ``expected_seq``: remembered
+        when this process made that head (any other write moved the head, so the
+        numbers are exact), else read."""
+        kept = self._written.get(task_id)
+        if kept is not None and kept[0] == expected_seq:
+            return kept[1], kept[2], kept[3]
+        seq, snap_seq, snap_bytes, log_bytes = self._redis.hmget(
+            self._key("task", task_id), "seq", "snap_seq", "snap_bytes", "log_bytes")
+        if seq is None:
+            raise SequenceConflict(task_id)
+        # A task written before lazy snapshots has no snap_seq: a snapshot is due.
+        return (-1 if snap_seq is None else int(snap_seq)), int(snap_bytes or 0), \
+            int(log_bytes or 0)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         fields = self._redis.hgetall(self._key("task", task_id))
@@ -424,26 +455,21 @@ class RedisStore(TaskStore):
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
-        found = self._redis.hmget(self._key("task", task_id), "tenant", "owner", "created_at",
-                                  "snap_seq", "snap_bytes", "log_bytes")
-        if found[0] is None:
-            raise SequenceConflict(task_id)
-        tenant, owner = found[0].decode(), found[1].decode()
-        created, snap_seq, snap_bytes, log_bytes = found[2:]
+        snap_seq, size, since = self._counts(task_id, expected_seq)
         last = expected_seq + len(events)
         logged = _check_lengths(task_id, [dump_event(e) for e in events])
         # Bytes, as the file stores count them: a message to an open task is logged
         # alone, and the snapshot is stored again only once the bytes logged since the
         # last one pay for it (a task written before the counts starts them at 0).
-        since = int(log_bytes or 0) + sum(len(text) for text in logged)
-        size = int(snap_bytes or 0)
-        due = snap_seq is None or snapshot_due(int(snap_seq), last, events, logged=since,
-                                               snapshot_size=size)
+        since += sum(len(text) for text in logged)
+        due = snap_seq < 0 or snapshot_due(snap_seq, last, events, logged=since,
+                                           snapshot_size=size)
         snapshot = _check_lengths(task_id, [dump_task(record.task)])[0] if due else ""
         if due:
-            size, since = len(snapshot), 0
+            snap_seq, size, since = last, len(snapshot), 0
         state = record.state
-        updated = record.outline.status.timestamp or created.decode()
+        tenant, owner = record.tenant, record.owner
+        updated = record.outline.status.timestamp or record.created_at
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
         seq = self._append(
             keys=[self._key("task", task_id), self._key("log", task_id),
@@ -453,10 +479,15 @@ class RedisStore(TaskStore):
                   self._state_index(tenant, owner, state.value)],
             args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
                   ttl, size, since, len(record.outline.history),
-                  self._state_indexes(tenant, owner), *logged],
+                  self._state_indexes(tenant, owner), tenant, owner, *logged],
         )
         if seq < 0:
+            self._written.pop(task_id, None)
             raise SequenceConflict(task_id)
+        if state.terminal:
+            self._written.pop(task_id, None)
+        else:
+            self._remember(task_id, (int(seq), snap_seq, size, since))
         return int(seq)
 
     def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
