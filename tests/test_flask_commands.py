@@ -7,14 +7,16 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from typing import Any, Dict, List
 
 import pytest
 
-from a2a_flask import A2A, AgentCapabilities
-from a2a_flask.protocol.models import TaskState
+from a2a_flask.protocol.models import TaskPushNotificationConfig, TaskState
+from a2a_flask.stores.base import PushTarget
 
-from .conftest import make_card
+from .conftest import (REDIS_URL, drop_redis_prefix, drop_sql_database, make_card, redis_up,
+                       sql_test_url)
 from .helpers import ROOT, V1, rpc, stream, user_message, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,12 +40,11 @@ def chunky(ctx):
     return None
 
 
-PUSH_CARD = make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True))
-
-
 @pytest.fixture
 def agent_app(make_app, tmp_path):
-    return make_app(chunky, card=PUSH_CARD, store=f"sqlite:///{tmp_path}/tasks.db")
+    """An agent on SQLite.  Its card declares no webhooks, so that no delivery moves
+    their cursors while a test compares them: :func:`fill` stores them itself."""
+    return make_app(chunky, store=f"sqlite:///{tmp_path}/tasks.db")
 
 
 def run(app, *args: str):
@@ -56,23 +57,31 @@ def send(client, text: str, **params: Any) -> Dict[str, Any]:
     return body["result"]["task"]
 
 
-def fill(client) -> List[str]:
-    """Three tasks: a streamed one with a webhook, a paused one, and a short one."""
-    hook = {"url": "https://hooks.example.com/a2a", "token": "secret-token"}
+def fill(client, store) -> List[str]:
+    """Three tasks: a streamed one with two webhooks (one of them some way through its
+    deliveries), a paused one, and a short one."""
     first = stream(client, "SendStreamingMessage", {
-        "message": user_message("one two three four", "m-stream"),
-        "configuration": {"taskPushNotificationConfig": hook}})
+        "message": user_message("one two three four", "m-stream")})
     streamed = first[0]["data"]["result"]["task"]["id"]
+    for number, (delivered, failures) in enumerate([(3, 1), (0, 0)]):
+        config = TaskPushNotificationConfig(id=f"hook-{number}", task_id=streamed,
+                                            url=f"https://hooks.example.com/{number}",
+                                            token="secret-token")
+        store.put_push_target(streamed, PushTarget(config, "1.0", "", delivered, failures))
     asked = send(client, "ask")["id"]
     short = send(client, "hi")["id"]
     return [streamed, asked, short]
+
+
+def store_of(app):
+    return app.extensions["a2a"]["a2a"].store
 
 
 # ------------------------------------------------------------------ tasks, task
 
 
 def test_tasks_lists_every_task_newest_first(agent_app):
-    ids = fill(agent_app.test_client())
+    ids = fill(agent_app.test_client(), store_of(agent_app))
     result = run(agent_app, "tasks")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -83,7 +92,7 @@ def test_tasks_lists_every_task_newest_first(agent_app):
 
 
 def test_tasks_filters_and_limits(agent_app):
-    streamed, asked, short = fill(agent_app.test_client())
+    streamed, asked, short = fill(agent_app.test_client(), store_of(agent_app))
     result = run(agent_app, "tasks", "--state", "input-required")
     assert [line.split()[0] for line in result.output.splitlines()[1:-1]] == [asked]
     result = run(agent_app, "tasks", "--state", "TASK_STATE_COMPLETED", "--limit", "1")
@@ -96,7 +105,7 @@ def test_tasks_filters_and_limits(agent_app):
 
 
 def test_tasks_json_is_a_list_tasks_response(agent_app):
-    ids = fill(agent_app.test_client())
+    ids = fill(agent_app.test_client(), store_of(agent_app))
     result = run(agent_app, "tasks", "--json")
     assert result.exit_code == 0, result.output
     body = json.loads(result.output)
@@ -107,14 +116,14 @@ def test_tasks_json_is_a_list_tasks_response(agent_app):
 
 def test_task_shows_one_task(agent_app):
     client = agent_app.test_client()
-    streamed = fill(client)[0]
+    streamed = fill(client, store_of(agent_app))[0]
     result = run(agent_app, "task", streamed)
     assert result.exit_code == 0, result.output
     out = result.output
     assert f"Task      {streamed}" in out and "State     completed" in out
     assert "Message   done" in out
     assert "words: one two three four" in out
-    assert "https://hooks.example.com/a2a" in out
+    assert "hook-0: https://hooks.example.com/0 (delivered through event 3)" in out
     body = json.loads(run(agent_app, "task", streamed, "--json", "--history", "0").output)
     got = rpc(client, "GetTask", {"id": streamed, "historyLength": 0})["result"]
     assert body == got
@@ -159,15 +168,119 @@ def test_cancel_stops_the_running_executor_and_streams_see_it(agent_app):
 
 
 def test_purge_counts_then_deletes_only_old_finished_tasks(agent_app):
-    streamed, asked, short = fill(agent_app.test_client())
-    dry = run(agent_app, "purge", "--older-than", "0s", "--dry-run")
+    streamed, asked, short = fill(agent_app.test_client(), store_of(agent_app))
+    dry = run(agent_app, "purge", "--finished-before", "2999-01-01T00:00:00+01:00", "--dry-run")
     assert dry.exit_code == 0, dry.output
-    assert dry.output.startswith("2 finished tasks last updated before ")
+    assert dry.output.startswith("2 finished tasks last updated before 2998-12-31T23:00:00.000Z")
     assert "would be deleted (dry run)" in dry.output
-    assert run(agent_app, "purge", "--finished-before", "2000-01-01").output.startswith(
-        "0 finished tasks")
-    result = run(agent_app, "purge", "--older-than", "0s")
+    assert run(agent_app, "purge", "--older-than", "1.5d").output.startswith("0 finished tasks")
+    result = run(agent_app, "purge", "--finished-before", "2999-01-01")
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[-1] == "Deleted 2 tasks."
     store = agent_app.extensions["a2a"]["a2a"].store
     assert store.task_ids() == [asked]
+
+
+# ------------------------------------------------------------------ copy-store
+
+
+@pytest.fixture(params=["sqlite", "shelve", "redis", "postgresql"])
+def target_url(request, tmp_path):
+    """A fresh store of each kind to copy into (Redis: a key prefix of its own;
+    PostgreSQL: a schema of its own), dropped afterwards."""
+    kind = request.param
+    if kind == "redis":
+        redis_up()
+        prefix = f"a2atest-copy-{uuid.uuid4().hex[:10]}"
+        request.addfinalizer(lambda: drop_redis_prefix(prefix))
+        return f"{REDIS_URL}?prefix={prefix}"
+    if kind == "postgresql":
+        name = f"a2atest_{uuid.uuid4().hex[:12]}"
+        url = sql_test_url(kind, name)
+        request.addfinalizer(lambda: drop_sql_database(kind, name))
+        return url
+    return f"{kind}:///{tmp_path}/copy/tasks"
+
+
+def answers(client, seqs: Dict[str, int]) -> Dict[str, Any]:
+    """What a server says about the tasks: GetTask, ListTasks, and SubscribeToTask
+    resumed after each event of each task (Last-Event-ID)."""
+    said: Dict[str, Any] = {"list": rpc(client, "ListTasks", {})["result"]}
+    for task_id in seqs:
+        task = rpc(client, "GetTask", {"id": task_id})["result"]
+        said[task_id] = task
+        for last in range(1, seqs[task_id]):
+            said[f"{task_id}@{last}"] = stream(client, "SubscribeToTask", {"id": task_id},
+                                               headers={"Last-Event-ID": str(last)})
+    return said
+
+
+def kept(store, task_id: str):
+    """All a store keeps of a task: its record's fields, its log and its webhooks."""
+    record = store.load(task_id)
+    return (record.task, record.seq, record.tenant, record.owner, record.dialect,
+            record.created_at, list(store.entries(task_id, 0)), store.push_targets(task_id))
+
+
+def test_copy_store_copies_tasks_logs_and_webhooks_exactly(agent_app, make_app, target_url,
+                                                           tmp_path):
+    ids = fill(agent_app.test_client(), store_of(agent_app))
+    source = agent_app.extensions["a2a"]["a2a"].store
+    source_url = f"sqlite:///{tmp_path}/tasks.db"
+    result = run(agent_app, "copy-store", source_url, "--to", target_url)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[-1].startswith(f"Copied 3 tasks from {source_url} to ")
+    assert "0 finished from an earlier run, 0 already there." in result.output
+    served = make_app(chunky, store=target_url)
+    target = store_of(served)
+    for task_id in ids:
+        assert kept(target, task_id) == kept(source, task_id)
+    seqs = {task_id: source.head(task_id)[0] for task_id in ids}
+    assert answers(served.test_client(), seqs) == answers(agent_app.test_client(), seqs)
+    again = run(agent_app, "copy-store", source_url, "--to", target_url)
+    assert again.exit_code == 0, again.output
+    assert "Copied 0 tasks" in again.output and "3 already there." in again.output
+
+
+def test_copy_store_finishes_an_interrupted_copy_and_refuses_other_tasks(agent_app, tmp_path):
+    streamed, asked, short = fill(agent_app.test_client(), store_of(agent_app))
+    source = agent_app.extensions["a2a"]["a2a"].store
+    target_url = f"sqlite:///{tmp_path}/copy.db"
+    from a2a_flask.stores import open_store
+    from a2a_flask.stores.base import TaskRecord
+
+    target = open_store(target_url)
+    # An earlier run stopped after the first two events of the streamed task.
+    first, second = list(source.entries(streamed, 0, through=2))
+    record = source.load(streamed)
+    start = TaskRecord(first.event, 1, record.tenant, record.owner, record.dialect,
+                       record.created_at)
+    target.create(start, first.event)
+    target.append(streamed, 1, [second.event], start.after([second.event]))
+    # Another task under the id of the short one.
+    other = source.load(short)
+    other_first = next(iter(source.entries(short, 0)))
+    target.create(TaskRecord(other_first.event, 1, "elsewhere", "mallory"), other_first.event)
+    target.close()
+    result = run(agent_app, "copy-store", f"sqlite:///{tmp_path}/tasks.db", "--to", target_url)
+    assert result.exit_code == 1
+    assert "Copied 1 tasks" in result.output and "1 finished from an earlier run" in result.output
+    assert result.output.splitlines()[-1] == (
+        f"Error: 1 tasks were not copied, the target holds other tasks under their ids: "
+        f"{short} (the target's task belongs to another caller)")
+    target = open_store(target_url)
+    try:
+        assert kept(target, streamed) == kept(source, streamed)
+        assert target.load(short).owner == "mallory" and other.owner == ""
+    finally:
+        target.close()
+
+
+def test_copy_store_into_the_apps_own_store(make_app, agent_app, tmp_path):
+    ids = fill(agent_app.test_client(), store_of(agent_app))
+    other = make_app(chunky, store=f"shelve:///{tmp_path}/other/tasks")
+    result = run(other, "copy-store", f"sqlite:///{tmp_path}/tasks.db")
+    assert result.exit_code == 0, result.output
+    assert sorted(other.extensions["a2a"]["a2a"].store.task_ids()) == sorted(ids)
+    assert run(other, "copy-store", f"shelve:///{tmp_path}/other/tasks").output == (
+        "Error: the source and the target are the same store\n")

@@ -64,6 +64,9 @@ class AgentState:
         self._release_store = release_store
         #: The settings given as arguments to ``A2A(...)`` (they win over app.config).
         self.arguments: FrozenSet[str] = frozenset()
+        #: The URL of the store (``A2A(store=...)`` or ``A2A_STORE``); empty for a store
+        #: object given to ``A2A(...)``.
+        self.store_url = settings.store
 
     @property
     def store(self) -> TaskStore:
@@ -221,6 +224,8 @@ class A2A:
         renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings, card),
                                 legacy=bool(settings.legacy_card))
         state = AgentState(self.name, settings, service, renderer, auth, release_store)
+        state.store_url = "" if isinstance(self._store, TaskStore) else str(
+            self._store or settings.store)
         state.arguments = frozenset([name for name, value in self._overrides.items()
                                      if value is not None]
                                     + (["store"] if self._store is not None else []))

@@ -124,9 +124,9 @@ def doctor_command(strict: bool) -> None:
         card = agent.renderer.card
         click.echo(f"Agent {name!r} ({card.name} {card.version}) at "
                    f"{agent.settings.url_prefix or '/'}")
-        store_name = f"{type(agent.store).__name__} {shown('store', agent.settings.store)}"
-        if "store" in agent.arguments:
-            store_name = type(agent.store).__name__
+        store_name = type(agent.store).__name__
+        if agent.store_url:
+            store_name += " " + shown("store", agent.store_url)
         millis, reason = probe(agent.store)
         if millis is None:
             errors += 1

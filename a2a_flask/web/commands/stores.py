@@ -1,9 +1,11 @@
 """``flask a2a create-tables`` and ``copy-store``: work on whole stores."""
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Optional
+from urllib.parse import urlsplit
 
 import click
 
@@ -62,10 +64,11 @@ def copy_store_command(source_url: str, target_url: Optional[str]) -> None:
         if url is not None and url.split(":", 1)[0] == "memory":
             raise Failure("memory:// lives in one process: there is nothing to copy "
                           "from or to it from here")
-    target_name = safe_url(target_url) if target_url else safe_url(str(agent.settings.store))
+    own = agent.store_url or f"the agent's {type(agent.store).__name__}"
+    target_name = safe_url(target_url or own)
     if target_url is None and isinstance(agent.store, MemoryStore):
         raise Failure("the agent's store is memory://: give the target with --to URL")
-    if (target_url or str(agent.settings.store)) == source_url:
+    if _same(target_url or agent.store_url, source_url):
         raise Failure("the source and the target are the same store")
     source = _open(source_url, "source")
     try:
@@ -78,6 +81,16 @@ def copy_store_command(source_url: str, target_url: Optional[str]) -> None:
                 target.close()
     finally:
         source.close()
+
+
+def _same(one: str, other: str) -> bool:
+    """Whether two store URLs name the same store (file stores by their absolute path)."""
+    def where(url: str) -> str:
+        parts = urlsplit(url)
+        if parts.scheme in ("sqlite", "shelve"):
+            return parts.scheme + ":" + os.path.abspath(parts.netloc + parts.path)
+        return url
+    return bool(one) and where(one) == where(other)
 
 
 def _open(url: str, role: str, task_ttl: float = 0.0) -> TaskStore:
