@@ -284,3 +284,112 @@ def test_copy_store_into_the_apps_own_store(make_app, agent_app, tmp_path):
     assert sorted(other.extensions["a2a"]["a2a"].store.task_ids()) == sorted(ids)
     assert run(other, "copy-store", f"shelve:///{tmp_path}/other/tasks").output == (
         "Error: the source and the target are the same store\n")
+
+
+# ------------------------------------------------------------------ create-tables, doctor
+
+
+def test_create_tables_on_postgresql_and_on_a_store_without_tables(make_app, agent_app):
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    url = sql_test_url("postgresql", name)
+    try:
+        app = make_app(store=url)
+        result = run(app, "create-tables")
+        assert result.exit_code == 0, result.output
+        assert result.output.startswith("All 5 tables already exist in postgresql")
+        assert f"(schema {name})" in result.output
+        import sqlalchemy as sa
+
+        engine = store_of(app).engine
+        with engine.begin() as conn:
+            conn.execute(sa.text(f'DROP TABLE "{name}".a2a_claims'))
+        result = run(app, "create-tables")
+        assert result.output.startswith("Created a2a_claims in postgresql"), result.output
+    finally:
+        drop_sql_database("postgresql", name)
+    result = run(agent_app, "create-tables")
+    assert result.output == "The SQLiteStore keeps no SQL tables: nothing to create.\n"
+
+
+def test_doctor_reports_the_store_the_settings_and_their_sources(make_app, monkeypatch, tmp_path):
+    from flask import Flask
+    from a2a_flask import A2A
+
+    monkeypatch.setenv("FLASK_A2A_TASK_TTL", "60")
+    monkeypatch.setenv("A2A_LEASE_TTL", "10")  # read by nothing: a warning
+    monkeypatch.setenv("WEB_CONCURRENCY", "4")
+    app = Flask("doctored")
+    app.config.from_prefixed_env()
+    app.config["A2A_PUSH_ALLOW_PRIVATE"] = True
+    A2A(app, card=make_card(), executor=chunky, inspector=True)
+    result = run(app, "doctor")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == "Agent 'a2a' (Test agent 1.0.0) at /a2a"
+    assert lines[1].startswith("  ok     store MemoryStore 'memory://' answered in ")
+    assert "  set    A2A_TASK_TTL = 60.0  (environment FLASK_A2A_TASK_TTL)" in lines
+    assert "  set    A2A_PUSH_ALLOW_PRIVATE = True  (app.config)" in lines
+    assert "  set    A2A_INSPECTOR = True  (A2A(inspector=...))" in lines
+    warnings = [line for line in lines if line.startswith("  warn")]
+    assert len(warnings) == 4, warnings
+    assert "asks gunicorn for 4 workers" in warnings[0]
+    assert "A2A_INSPECTOR is on outside debug mode" in warnings[1]
+    assert "A2A_PUSH_ALLOW_PRIVATE is on" in warnings[2]
+    assert "A2A_LEASE_TTL is set in the environment but the app does not read it" in warnings[3]
+    assert lines[-1] == "0 errors, 4 warnings."
+    strict = run(app, "doctor", "--strict")
+    assert strict.exit_code == 1 and strict.output.splitlines()[-1] == "Error: 0 errors, 4 warnings"
+    for state in app.extensions["a2a"].values():
+        state.close()
+
+
+def test_doctor_fails_when_the_store_stops_answering(agent_app):
+    store_of(agent_app).close()  # the file is closed: every read fails
+    result = run(agent_app, "doctor")
+    assert result.exit_code == 1
+    assert "  error  store SQLiteStore" in result.output
+    assert result.output.splitlines()[-1] == "Error: 1 error, 0 warnings"
+
+
+def test_an_app_with_two_agents_needs_agent(make_app, tmp_path):
+    from a2a_flask import A2A
+
+    app = make_app(store=f"sqlite://{tmp_path}/one.db")
+    A2A(app, card=make_card(name="Second"), executor=chunky, name="second",
+        url_prefix="/second", store=f"sqlite://{tmp_path}/two.db")
+    result = run(app, "tasks")
+    assert result.output == ("Error: this app has several agents (a2a, second): choose one "
+                             "with flask a2a --agent NAME ...\n")
+    assert run(app, "--agent", "second", "tasks").output == "No tasks.\n"
+    doctor = run(app, "doctor")
+    assert doctor.exit_code == 0 and "Agent 'second' (Second 1.0.0) at /second" in doctor.output
+    app.extensions["a2a"]["second"].close()
+
+
+# ------------------------------------------------------------------ real flask processes
+
+
+def flask(*args: str, env: Dict[str, str], app: str = "examples.echo_agent"):
+    return subprocess.run([sys.executable, "-m", "flask", "--app", app, "a2a", *args],
+                          cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=60)
+
+
+def test_flask_command_on_the_echo_example(tmp_path):
+    env = {"FLASK_A2A_STORE": f"sqlite://{tmp_path}/echo.db"}
+    done = flask("doctor", env=env)
+    assert done.returncode == 0, done.stderr
+    assert "  set    A2A_STORE = 'sqlite://" in done.stdout
+    assert "(environment FLASK_A2A_STORE)" in done.stdout
+    listed = flask("tasks", "--json", env=env)
+    assert listed.returncode == 0 and json.loads(listed.stdout)["tasks"] == []
+
+
+def test_flask_command_says_why_the_app_does_not_load():
+    # The group is a flask.commands plugin (setup.cfg): found before the app loads.
+    done = flask("doctor", env={"FLASK_A2A_STORE": "redis://127.0.0.1:1/0"})
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "cannot reach the redis store at redis://127.0.0.1:1/0" in done.stderr
+    bad = flask("tasks", "--state", "nope", env={"FLASK_A2A_STORE": "memory://"})
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: unknown state 'nope'")
