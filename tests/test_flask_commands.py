@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from typing import Any, Dict, List
@@ -17,7 +18,7 @@ from a2a_flask.stores.base import PushTarget
 
 from .conftest import (REDIS_URL, drop_redis_prefix, drop_sql_database, make_card, redis_up,
                        sql_test_url)
-from .helpers import ROOT, V1, rpc, stream, user_message, wait_until
+from .helpers import ROOT, Server, WebhookReceiver, rpc, stream, user_message, wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -393,3 +394,65 @@ def test_flask_command_says_why_the_app_does_not_load():
     assert "cannot reach the redis store at redis://127.0.0.1:1/0" in done.stderr
     bad = flask("tasks", "--state", "nope", env={"FLASK_A2A_STORE": "memory://"})
     assert bad.returncode == 1 and bad.stderr.startswith("Error: unknown state 'nope'")
+
+
+# ------------------------------------------------------------------ real servers
+
+
+def served_answers(server: Server, seqs: Dict[str, int]) -> Dict[str, Any]:
+    """:func:`answers`, from a real server."""
+    said: Dict[str, Any] = {"list": server.rpc("ListTasks", {})["result"]}
+    for task_id, seq in seqs.items():
+        said[task_id] = server.rpc("GetTask", {"id": task_id})["result"]
+        for last in range(1, seq):
+            said[f"{task_id}@{last}"] = list(server.stream(
+                "SubscribeToTask", {"id": task_id}, headers={"Last-Event-ID": str(last)}))
+    return said
+
+
+def test_cancel_from_the_command_line_then_copy_sqlite_to_postgresql(tmp_path):
+    """Against real servers: ``flask a2a cancel`` stops a task another process runs
+    (its stream and its webhook see CANCELED); then the store is copied to
+    PostgreSQL, and a server there answers as the one on SQLite does."""
+    app = "examples.conformance_agent"
+    source_env = {"FLASK_A2A_STORE": f"sqlite://{tmp_path}/tasks.db",
+                  "FLASK_A2A_PUSH_ALLOW_PRIVATE": "1"}
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    target_env = {**source_env, "FLASK_A2A_STORE": sql_test_url("postgresql", name)}
+    try:
+        with WebhookReceiver() as receiver, Server(f"{app}:app", env=source_env) as source:
+            slow = source.rpc("SendMessage", {
+                "message": user_message("wait", "test-resubscribe-message-id"),
+                "configuration": {"returnImmediately": True,
+                                  "taskPushNotificationConfig": {"url": receiver.hook()}},
+            })["result"]["task"]["id"]
+            seen: List[Dict[str, Any]] = []
+            watcher = threading.Thread(target=lambda: seen.extend(
+                source.stream("SubscribeToTask", {"id": slow})), daemon=True)
+            watcher.start()
+            done = flask("cancel", slow, env=source_env, app=app)
+            assert done.returncode == 0, done.stderr
+            assert done.stdout.startswith(f"Task {slow} canceled (it was working)")
+            watcher.join(20)
+            assert seen[-1]["data"]["result"]["statusUpdate"]["status"]["state"] == (
+                "TASK_STATE_CANCELED")
+            receiver.wait_for(lambda got: any(
+                "TASK_STATE_CANCELED" in json.dumps(push["json"]) for push in got))
+            ids = [slow]
+            for message_id in ("tck-stream-artifact-chunked", "tck-input-required", "plain"):
+                events = list(source.stream("SendStreamingMessage",
+                                            {"message": user_message("hi", message_id)}))
+                ids.append(events[0]["data"]["result"]["task"]["id"])
+            copied = flask("copy-store", f"sqlite://{tmp_path}/tasks.db", env=target_env,
+                           app=app)
+            assert copied.returncode == 0, copied.stderr
+            assert copied.stdout.startswith("Copied 4 tasks from sqlite://"), copied.stdout
+            from a2a_flask.stores import open_store
+
+            store = open_store(source_env["FLASK_A2A_STORE"])
+            seqs = {task_id: store.head(task_id)[0] for task_id in ids}
+            store.close()
+            with Server(f"{app}:app", env=target_env) as target:
+                assert served_answers(target, seqs) == served_answers(source, seqs)
+    finally:
+        drop_sql_database("postgresql", name)
