@@ -140,6 +140,8 @@ def test_task_shows_one_task(agent_app):
     (["copy-store", "nosuch://x"], "Error: cannot open the source store nosuch://x: unknown"),
     (["copy-store", "redis://127.0.0.1:1/0"],
      "Error: cannot open the source store redis://127.0.0.1:1/0: cannot reach the redis store"),
+    (["copy-store", "sqlite:///nowhere/tasks.db"],
+     "Error: there is no sqlite store at /nowhere/tasks.db"),
     (["--agent", "other", "tasks"], "Error: no agent named 'other' in this app (it has: a2a)"),
 ])
 def test_bad_input_is_one_line_and_exit_status_1(agent_app, args, message):
@@ -185,7 +187,7 @@ def test_purge_counts_then_deletes_only_old_finished_tasks(agent_app):
 # ------------------------------------------------------------------ copy-store
 
 
-@pytest.fixture(params=["sqlite", "shelve", "redis", "postgresql"])
+@pytest.fixture(params=["sqlite", "shelve", "redis", "postgresql", "mariadb"])
 def target_url(request, tmp_path):
     """A fresh store of each kind to copy into (Redis: a key prefix of its own;
     PostgreSQL: a schema of its own), dropped afterwards."""
@@ -195,7 +197,7 @@ def target_url(request, tmp_path):
         prefix = f"a2atest-copy-{uuid.uuid4().hex[:10]}"
         request.addfinalizer(lambda: drop_redis_prefix(prefix))
         return f"{REDIS_URL}?prefix={prefix}"
-    if kind == "postgresql":
+    if kind in ("postgresql", "mariadb"):
         name = f"a2atest_{uuid.uuid4().hex[:12]}"
         url = sql_test_url(kind, name)
         request.addfinalizer(lambda: drop_sql_database(kind, name))
@@ -241,6 +243,17 @@ def test_copy_store_copies_tasks_logs_and_webhooks_exactly(agent_app, make_app, 
     again = run(agent_app, "copy-store", source_url, "--to", target_url)
     assert again.exit_code == 0, again.output
     assert "Copied 0 tasks" in again.output and "3 already there." in again.output
+    # And back, from this kind of store, into a file of another kind.
+    back_url = f"shelve://{tmp_path}/back/tasks"
+    back = run(agent_app, "copy-store", target_url, "--to", back_url)
+    assert back.exit_code == 0, back.output
+    from a2a_flask.stores import open_store
+
+    copy = open_store(back_url)
+    try:
+        assert [kept(copy, task_id) for task_id in ids] == [kept(source, i) for i in ids]
+    finally:
+        copy.close()
 
 
 def test_copy_store_finishes_an_interrupted_copy_and_refuses_other_tasks(agent_app, tmp_path):
@@ -410,27 +423,28 @@ def served_answers(server: Server, seqs: Dict[str, int]) -> Dict[str, Any]:
     return said
 
 
-def test_cancel_from_the_command_line_then_copy_sqlite_to_postgresql(tmp_path):
-    """Against real servers: ``flask a2a cancel`` stops a task another process runs
-    (its stream and its webhook see CANCELED); then the store is copied to
-    PostgreSQL, and a server there answers as the one on SQLite does."""
+def test_cancel_from_the_command_line_stops_a_task_a_server_runs(tmp_path):
+    """``flask a2a cancel`` in its own process cancels a task a gunicorn worker runs:
+    the worker's keeper stops the executor, its stream and its webhook see CANCELED.
+    (On Redis: under a loaded machine a webhook drain's SQLite reads can hold a
+    gevent worker's hub past the watchdog's 0.1 s, which is the SQLite store's
+    own affair, not this command's.)"""
+    redis_up()
+    prefix = f"a2atest-cancel-{uuid.uuid4().hex[:10]}"
     app = "examples.conformance_agent"
-    source_env = {"FLASK_A2A_STORE": f"sqlite://{tmp_path}/tasks.db",
-                  "FLASK_A2A_PUSH_ALLOW_PRIVATE": "1"}
-    name = f"a2atest_{uuid.uuid4().hex[:12]}"
-    target_env = {**source_env, "FLASK_A2A_STORE": sql_test_url("postgresql", name)}
+    env = {"FLASK_A2A_STORE": f"{REDIS_URL}?prefix={prefix}", "FLASK_A2A_PUSH_ALLOW_PRIVATE": "1"}
     try:
-        with WebhookReceiver() as receiver, Server(f"{app}:app", env=source_env) as source:
-            slow = source.rpc("SendMessage", {
+        with WebhookReceiver() as receiver, Server(f"{app}:app", env=env) as server:
+            slow = server.rpc("SendMessage", {
                 "message": user_message("wait", "test-resubscribe-message-id"),
                 "configuration": {"returnImmediately": True,
                                   "taskPushNotificationConfig": {"url": receiver.hook()}},
             })["result"]["task"]["id"]
             seen: List[Dict[str, Any]] = []
             watcher = threading.Thread(target=lambda: seen.extend(
-                source.stream("SubscribeToTask", {"id": slow})), daemon=True)
+                server.stream("SubscribeToTask", {"id": slow})), daemon=True)
             watcher.start()
-            done = flask("cancel", slow, env=source_env, app=app)
+            done = flask("cancel", slow, env=env, app=app)
             assert done.returncode == 0, done.stderr
             assert done.stdout.startswith(f"Task {slow} canceled (it was working)")
             watcher.join(20)
@@ -438,13 +452,28 @@ def test_cancel_from_the_command_line_then_copy_sqlite_to_postgresql(tmp_path):
                 "TASK_STATE_CANCELED")
             receiver.wait_for(lambda got: any(
                 "TASK_STATE_CANCELED" in json.dumps(push["json"]) for push in got))
-            ids = [slow]
-            for message_id in ("tck-stream-artifact-chunked", "tck-input-required", "plain"):
+    finally:
+        drop_redis_prefix(prefix)
+
+
+def test_copy_sqlite_to_postgresql_then_serve_it(tmp_path):
+    """The check of issue 42: a store filled by a real server on SQLite, copied to
+    PostgreSQL by ``flask a2a copy-store``; a server there answers as the first."""
+    app = "examples.conformance_agent"
+    source_env = {"FLASK_A2A_STORE": f"sqlite://{tmp_path}/tasks.db"}
+    name = f"a2atest_{uuid.uuid4().hex[:12]}"
+    target_env = {"FLASK_A2A_STORE": sql_test_url("postgresql", name)}
+    try:
+        with Server(f"{app}:app", env=source_env) as source:
+            ids = []
+            for message_id in ("tck-stream-artifact-chunked", "tck-input-required",
+                               "tck-stream-artifact-file", "plain"):
                 events = list(source.stream("SendStreamingMessage",
                                             {"message": user_message("hi", message_id)}))
                 ids.append(events[0]["data"]["result"]["task"]["id"])
-            copied = flask("copy-store", f"sqlite://{tmp_path}/tasks.db", env=target_env,
-                           app=app)
+            canceled = flask("cancel", ids[1], env=source_env, app=app)
+            assert canceled.returncode == 0, canceled.stderr
+            copied = flask("copy-store", source_env["FLASK_A2A_STORE"], env=target_env, app=app)
             assert copied.returncode == 0, copied.stderr
             assert copied.stdout.startswith("Copied 4 tasks from sqlite://"), copied.stdout
             from a2a_flask.stores import open_store

@@ -70,6 +70,7 @@ def copy_store_command(source_url: str, target_url: Optional[str]) -> None:
         raise Failure("the agent's store is memory://: give the target with --to URL")
     if _same(target_url or agent.store_url, source_url):
         raise Failure("the source and the target are the same store")
+    _check_exists(source_url)
     source = _open(source_url, "source")
     try:
         target = agent.store if target_url is None else _open(
@@ -91,6 +92,15 @@ def _same(one: str, other: str) -> bool:
             return parts.scheme + ":" + os.path.abspath(parts.netloc + parts.path)
         return url
     return bool(one) and where(one) == where(other)
+
+
+def _check_exists(url: str) -> None:
+    """A file store named as the source must be there (opening one creates it)."""
+    parts = urlsplit(url)
+    path = parts.netloc + parts.path
+    files = {"sqlite": [path], "shelve": [path + ".log", path + ".dat"]}.get(parts.scheme)
+    if files and not any(os.path.exists(name) for name in files):
+        raise Failure(f"there is no {parts.scheme} store at {os.path.abspath(path)}")
 
 
 def _open(url: str, role: str, task_ttl: float = 0.0) -> TaskStore:

@@ -12,7 +12,7 @@ from ...engine.service import view
 from ...protocol.codec import encode
 from ...protocol.errors import TaskNotCancelableError
 from ...protocol.models import ListTasksResponse, Part, format_timestamp, parse_timestamp
-from ...stores import TaskQuery
+from ...stores import MemoryStore, TaskQuery
 from .common import (PAGE, Failure, a2a, caller, chosen_agent, emit_json, every_record,
                      message_text, one_line_errors, parse_state, part_text, select, short_state,
                      table)
@@ -48,7 +48,9 @@ def tasks_command(state: Optional[str], context_id: str, tenant: Optional[str],
         emit_json(encode(ListTasksResponse(tasks, "", limit, total)))
         return
     if not records:
-        click.echo("No tasks.")
+        click.echo("No tasks." + (" (The memory store holds only this process's tasks: a "
+                                  "server's are in its own memory.)"
+                                  if isinstance(agent.store, MemoryStore) else ""))
         return
     rows = [["ID", "STATE", "UPDATED", "CONTEXT", "OWNER", "EVENTS"]]
     rows += [[r.task_id, short_state(r.state), r.updated_at, r.context_id, caller(r),
@@ -86,7 +88,7 @@ def task_command(task_id: str, history_length: Optional[int], as_json: bool) -> 
         lines.append(("Message", message_text(status.message, 200)))
     for label, value in lines:
         click.echo(f"{label:<9} {value}")
-    click.echo(f"History  {len(history)} of {len(task.history)} messages")
+    click.echo(f"History   {len(history)} of {len(task.history)} messages")
     for message in history:
         click.echo(f"  {message.role.value.lower().replace('role_', ''):<6} "
                    f"{message_text(message, 100)}")
@@ -95,7 +97,7 @@ def task_command(task_id: str, history_length: Optional[int], as_json: bool) -> 
         text = " ".join(part_text(p) for p in artifact.parts)
         click.echo(f"  {artifact.name or artifact.artifact_id}: {part_text(Part(text=text), 100)}")
     targets = store.push_targets(task_id)
-    click.echo(f"Webhooks {len(targets)}")
+    click.echo(f"Webhooks  {len(targets)}")
     for target in targets:
         cursor = "gave up" if target.gave_up else f"delivered through event {target.delivered_seq}"
         click.echo(f"  {target.config.id}: {target.config.url} ({cursor})")
