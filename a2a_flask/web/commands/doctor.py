@@ -82,7 +82,7 @@ def warnings_for(agent: Any, app: Flask) -> List[str]:
     found = []
     if isinstance(agent.store, MemoryStore):
         workers = configured_workers()
-        many = (f" and the environment asks gunicorn for {workers} workers: each will see "
+        many = (f"; the environment asks gunicorn for {workers} workers, and each would see "
                 "only its own tasks" if workers and workers > 1 else "")
         found.append("the memory store keeps tasks in one process, lost when it stops"
                      f"{many}; set A2A_STORE to sqlite:///path (one host), "
