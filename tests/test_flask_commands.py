@@ -14,7 +14,9 @@ from typing import Any, Dict, List
 import pytest
 
 from a2a_flask.protocol.models import TaskPushNotificationConfig, TaskState
+from a2a_flask.stores import copy as copy_module
 from a2a_flask.stores.base import PushTarget
+from a2a_flask.web.commands import tasks as task_commands
 
 from .conftest import (REDIS_URL, drop_redis_prefix, drop_sql_database, make_card, redis_up,
                        sql_test_url)
@@ -184,6 +186,24 @@ def test_purge_counts_then_deletes_only_old_finished_tasks(agent_app):
     assert store.task_ids() == [asked]
 
 
+def test_purge_deletes_a_large_store_in_steps(agent_app, monkeypatch):
+    monkeypatch.setattr(task_commands, "PAGE", 2)  # steps of 10 tasks
+    store = store_of(agent_app)
+    from a2a_flask.protocol.models import Task, TaskStatus
+    from a2a_flask.stores.base import TaskRecord
+
+    for number in range(25):
+        stamp = f"2025-01-01T00:00:{number // 2:02d}.000Z"  # ties across step bounds
+        task = Task(id=f"t{number:02d}", context_id="c",
+                    status=TaskStatus(state=TaskState.COMPLETED, timestamp=stamp))
+        store.create(TaskRecord(task, 1), task)
+    result = run(agent_app, "purge", "--finished-before", "2025-01-01T00:00:12Z")
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0].startswith("24 finished tasks last updated before")
+    assert result.output.splitlines()[-1] == "Deleted 24 tasks."
+    assert store.task_ids() == ["t24"]
+
+
 # ------------------------------------------------------------------ copy-store
 
 
@@ -226,7 +246,8 @@ def kept(store, task_id: str):
 
 
 def test_copy_store_copies_tasks_logs_and_webhooks_exactly(agent_app, make_app, target_url,
-                                                           tmp_path):
+                                                           tmp_path, monkeypatch):
+    monkeypatch.setattr(copy_module, "BATCH", 2)  # long logs go in several appends
     ids = fill(agent_app.test_client(), store_of(agent_app))
     source = agent_app.extensions["a2a"]["a2a"].store
     source_url = f"sqlite:///{tmp_path}/tasks.db"
@@ -254,6 +275,23 @@ def test_copy_store_copies_tasks_logs_and_webhooks_exactly(agent_app, make_app, 
         assert [kept(copy, task_id) for task_id in ids] == [kept(source, i) for i in ids]
     finally:
         copy.close()
+
+
+def test_copy_store_keeps_a_history_the_runtime_trimmed(make_app, target_url, tmp_path,
+                                                        monkeypatch):
+    monkeypatch.setattr(copy_module, "BATCH", 1)
+    app = make_app(chunky, store=f"sqlite://{tmp_path}/trimmed.db", max_history=2)
+    client = app.test_client()
+    task = send(client, "ask")
+    for turn in range(3):
+        rpc(client, "SendMessage", {"message": user_message(
+            "ask", f"m-turn-{turn}", taskId=task["id"], contextId=task["contextId"])})
+    source = store_of(app)
+    assert len(source.load(task["id"]).task.history) == 2
+    result = run(app, "copy-store", f"sqlite://{tmp_path}/trimmed.db", "--to", target_url)
+    assert result.exit_code == 0, result.output
+    target = make_app(chunky, store=target_url, max_history=2)
+    assert kept(store_of(target), task["id"]) == kept(source, task["id"])
 
 
 def test_copy_store_finishes_an_interrupted_copy_and_refuses_other_tasks(agent_app, tmp_path):
