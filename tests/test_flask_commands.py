@@ -427,14 +427,39 @@ def flask(*args: str, env: Dict[str, str], app: str = "examples.echo_agent"):
                           timeout=60)
 
 
-def test_flask_command_on_the_echo_example(tmp_path):
-    env = {"FLASK_A2A_STORE": f"sqlite://{tmp_path}/echo.db"}
+@pytest.mark.parametrize("kind", ["sqlite", "redis", "postgresql"])
+def test_flask_command_on_the_echo_example(kind, request, tmp_path):
+    """``flask --app examples.echo_agent a2a ...`` as a user runs it, on each kind of
+    shared store: the store it names answers, with the tasks an app put there."""
+    url = f"sqlite://{tmp_path}/echo.db"
+    if kind == "redis":
+        redis_up()
+        prefix = f"a2atest-echo-{uuid.uuid4().hex[:10]}"
+        request.addfinalizer(lambda: drop_redis_prefix(prefix))
+        url = f"{REDIS_URL}?prefix={prefix}"
+    elif kind == "postgresql":
+        name = f"a2atest_{uuid.uuid4().hex[:12]}"
+        url = sql_test_url(kind, name)
+        request.addfinalizer(lambda: drop_sql_database(kind, name))
+    env = {"FLASK_A2A_STORE": url}
     done = flask("doctor", env=env)
     assert done.returncode == 0, done.stderr
-    assert "  set    A2A_STORE = 'sqlite://" in done.stdout
-    assert "(environment FLASK_A2A_STORE)" in done.stdout
+    assert "  ok     store " in done.stdout and "(environment FLASK_A2A_STORE)" in done.stdout
+    from a2a_flask import A2A
+    from flask import Flask
+
+    app = Flask("filler")
+    A2A(app, card=make_card(), executor=chunky, store=url)
+    task = send(app.test_client(), "one two")
+    app.extensions["a2a"]["a2a"].close()
     listed = flask("tasks", "--json", env=env)
-    assert listed.returncode == 0 and json.loads(listed.stdout)["tasks"] == []
+    assert listed.returncode == 0, listed.stderr
+    assert [t["id"] for t in json.loads(listed.stdout)["tasks"]] == [task["id"]]
+    shown = flask("task", task["id"], env=env)
+    assert shown.returncode == 0 and "State     completed" in shown.stdout
+    assert flask("create-tables", env=env).returncode == 0
+    purged = flask("purge", "--finished-before", "2999-01-01", env=env)
+    assert purged.stdout.splitlines()[-1] == "Deleted 1 tasks.", purged.stdout + purged.stderr
 
 
 def test_flask_command_says_why_the_app_does_not_load():
@@ -523,3 +548,15 @@ def test_copy_sqlite_to_postgresql_then_serve_it(tmp_path):
                 assert served_answers(target, seqs) == served_answers(source, seqs)
     finally:
         drop_sql_database("postgresql", name)
+
+
+def test_callers_text_reaches_the_terminal_escaped(agent_app):
+    client = agent_app.test_client()
+    task = rpc(client, "SendMessage", {"message": user_message(
+        "ask \x1b]0;owned\x07 \x9b2J", "m-escapes")})["result"]["task"]
+    shown = run(agent_app, "task", task["id"]).output
+    assert "\x1b" not in shown and "\x9b" not in shown and "\x07" not in shown
+    assert "ask \\x1b]0;owned\\x07 \\x9b2J" in shown
+    listed = run(agent_app, "task", task["id"], "--json").output
+    assert "\x1b" not in listed and "\x9b" not in listed
+    assert json.loads(listed)["history"][0]["parts"][0]["text"].startswith("ask \x1b]0;owned")

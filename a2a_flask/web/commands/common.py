@@ -82,6 +82,7 @@ def chosen_agent() -> Any:
                       f"{', '.join(sorted(found))})")
     return found[name]
 
+
 def one_line_errors(fn: F) -> F:
     """Turn the errors a store or the engine raises into one line and exit status 1."""
     @functools.wraps(fn)
@@ -105,6 +106,7 @@ def reason(exc: BaseException) -> str:
 
 
 # ------------------------------------------------------------------ reading tasks
+
 
 def parse_state(value: Optional[str]) -> Optional[TaskState]:
     """``completed``, ``COMPLETED`` or ``TASK_STATE_COMPLETED`` -> the state."""
@@ -154,16 +156,24 @@ def select(store: TaskStore, query: TaskQuery, limit: int,
     return found[:limit], len(found)
 
 
+def printable(text: str) -> str:
+    """Callers' text made safe for a terminal: control characters (an escape
+    sequence could rewrite the screen or the window title) shown as ``\\x1b``."""
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii")
+                   for ch in text)
+
+
 def part_text(part: Part, width: int = 0) -> str:
-    """A part as one line of text: its text, its data as JSON, or what file it is."""
+    """A part as one line of printable text: its text, its data as JSON, or what
+    file it is; cut to ``width`` characters when given."""
     if part.text is not None:
         text = part.text
     elif part.raw is not None or part.url is not None:
         what = part.filename or part.url or "file"
         text = f"[{what}{', ' + part.media_type if part.media_type else ''}]"
     else:
-        text = json.dumps(encode(part).get("data"), ensure_ascii=False)
-    text = " ".join(text.split())
+        text = json.dumps(encode(part).get("data"), ensure_ascii=False)  # printable() below
+    text = printable(" ".join(text.split()))
     return text[:width - 1] + "…" if width and len(text) > width else text
 
 
@@ -175,6 +185,7 @@ def message_text(message: Optional[Message], width: int = 0) -> str:
 
 def table(rows: List[List[str]]) -> Iterable[str]:
     """Rows as left-aligned columns (the first row is the header)."""
+    rows = [[printable(cell) for cell in row] for row in rows]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         yield "  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
@@ -187,4 +198,5 @@ def caller(record: TaskRecord) -> str:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+    # ASCII: a control character (C1 ones too) reaches the terminal escaped.
+    click.echo(json.dumps(value, indent=2))

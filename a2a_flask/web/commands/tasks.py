@@ -14,8 +14,8 @@ from ...protocol.errors import TaskNotCancelableError
 from ...protocol.models import ListTasksResponse, Part, format_timestamp, parse_timestamp
 from ...stores import MemoryStore, TaskQuery
 from .common import (PAGE, Failure, a2a, caller, chosen_agent, emit_json, every_record,
-                     message_text, one_line_errors, parse_state, part_text, select, short_state,
-                     table)
+                     message_text, one_line_errors, parse_state, part_text, printable, select,
+                     short_state, table)
 
 
 @a2a.command("tasks")
@@ -61,6 +61,11 @@ def tasks_command(state: Optional[str], context_id: str, tenant: Optional[str],
     click.echo(f"{len(records)} of {total} tasks ({whose}).")
 
 
+def say(text: str) -> None:
+    """One line of output, its callers' text made safe for a terminal."""
+    click.echo(printable(text))
+
+
 @a2a.command("task")
 @click.argument("task_id")
 @click.option("--history", "history_length", type=click.IntRange(min=0), default=None,
@@ -87,20 +92,20 @@ def task_command(task_id: str, history_length: Optional[int], as_json: bool) -> 
     if status.message is not None:
         lines.append(("Message", message_text(status.message, 200)))
     for label, value in lines:
-        click.echo(f"{label:<9} {value}")
-    click.echo(f"History   {len(history)} of {len(task.history)} messages")
+        say(f"{label:<9} {value}")
+    say(f"History   {len(history)} of {len(task.history)} messages")
     for message in history:
-        click.echo(f"  {message.role.value.lower().replace('role_', ''):<6} "
+        say(f"  {message.role.value.lower().replace('role_', ''):<6} "
                    f"{message_text(message, 100)}")
-    click.echo(f"Artifacts {len(task.artifacts)}")
+    say(f"Artifacts {len(task.artifacts)}")
     for artifact in task.artifacts:
         text = " ".join(part_text(p) for p in artifact.parts)
-        click.echo(f"  {artifact.name or artifact.artifact_id}: {part_text(Part(text=text), 100)}")
+        say(f"  {artifact.name or artifact.artifact_id}: {part_text(Part(text=text), 100)}")
     targets = store.push_targets(task_id)
-    click.echo(f"Webhooks  {len(targets)}")
+    say(f"Webhooks  {len(targets)}")
     for target in targets:
         cursor = "gave up" if target.gave_up else f"delivered through event {target.delivered_seq}"
-        click.echo(f"  {target.config.id}: {target.config.url} ({cursor})")
+        say(f"  {target.config.id}: {target.config.url} ({cursor})")
 
 
 # ------------------------------------------------------------------ changing tasks
