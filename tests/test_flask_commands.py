@@ -348,7 +348,7 @@ def test_create_tables_on_postgresql_and_on_a_store_without_tables(make_app, age
         app = make_app(store=url)
         result = run(app, "create-tables")
         assert result.exit_code == 0, result.output
-        assert result.output.startswith("All 5 tables already exist in postgresql")
+        assert result.output.startswith("All 5 tables are in place in postgresql")
         assert f"(schema {name})" in result.output
         import sqlalchemy as sa
 
@@ -356,7 +356,8 @@ def test_create_tables_on_postgresql_and_on_a_store_without_tables(make_app, age
         with engine.begin() as conn:
             conn.execute(sa.text(f'DROP TABLE "{name}".a2a_claims'))
         result = run(app, "create-tables")
-        assert result.output.startswith("Created a2a_claims in postgresql"), result.output
+        assert result.output.startswith(
+            "Created a2a_claims; all 5 tables are in place in postgresql"), result.output
     finally:
         drop_sql_database("postgresql", name)
     result = run(agent_app, "create-tables")

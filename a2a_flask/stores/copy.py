@@ -53,7 +53,8 @@ class TaskCopy:
 class CopyTally:
     """The counts of a whole copy."""
 
-    outcomes: Dict[Outcome, int] = field(default_factory=lambda: {outcome: 0 for outcome in Outcome})
+    outcomes: Dict[Outcome, int] = field(
+        default_factory=lambda: {outcome: 0 for outcome in Outcome})
     events: int = 0
     webhooks: int = 0
     conflicts: List[str] = field(default_factory=list)

@@ -18,8 +18,8 @@ from .common import Failure, a2a, chosen_agent, one_line_errors, reason
 @a2a.command("create-tables")
 @one_line_errors
 def create_tables_command() -> None:
-    """Create the SQL store's tables where they are missing (what the first request
-    would otherwise do): for deploy pipelines and read-only database users."""
+    """Create the SQL store's tables where they are missing: a step of its own for
+    deploy pipelines, before the servers start."""
     store = chosen_agent().store
     engine = getattr(store, "engine", None)
     if engine is None:
@@ -35,15 +35,16 @@ def create_tables_command() -> None:
         before = set(sa.inspect(engine).get_table_names(schema=schema))
         create_all(engine, schema)
     except sa.exc.SQLAlchemyError as exc:
-        raise Failure(f"cannot create the tables: {reason(getattr(exc, 'orig', None) or exc)}") from None
+        cause = getattr(exc, "orig", None) or exc  # the driver's own words
+        raise Failure(f"cannot create the tables: {reason(cause)}") from None
     names = [store.tasks, store.events, store.leases, store.targets, store.claims]
     made = [t.name for t in names if t.name not in before]
     where = engine.url.render_as_string(hide_password=True) + (f" (schema {schema})"
                                                               if schema else "")
-    if made:
-        click.echo(f"Created {', '.join(made)} in {where}.")
-    else:
-        click.echo(f"All {len(names)} tables already exist in {where}.")
+    # Opening the store (loading the app) creates missing tables too, unless the
+    # app gave A2A a SQLStore made with create_tables=False.
+    created = f"Created {', '.join(made)}; a" if made else "A"
+    click.echo(f"{created}ll {len(names)} tables are in place in {where}.")
 
 
 @a2a.command("copy-store")
