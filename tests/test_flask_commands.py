@@ -416,6 +416,7 @@ def test_an_app_with_two_agents_needs_agent(make_app, tmp_path):
     assert run(app, "--agent", "second", "tasks").output == "No tasks.\n"
     doctor = run(app, "doctor")
     assert doctor.exit_code == 0 and "Agent 'second' (Second 1.0.0) at /second" in doctor.output
+    assert f"  set    A2A_STORE = 'sqlite://{tmp_path}/two.db'  (A2A(store=...))" in doctor.output
     app.extensions["a2a"]["second"].close()
 
 

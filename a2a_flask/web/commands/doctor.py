@@ -19,8 +19,8 @@ from flask import Flask
 from ...config import config_key, field_default, field_types
 from ...stores import MemoryStore
 from ...stores.base import safe_url
-from .common import Failure, a2a, agents, app_in_context, one_line_errors, reason
 from ..deploy import configured_workers
+from .common import Failure, a2a, agents, app_in_context, one_line_errors, reason
 
 #: The settings whose values are never shown.
 SECRET = ("card_signing_key", "push_signing_key")
@@ -49,6 +49,7 @@ def source_of(name: str, agent: Any, config: Any) -> str:
 
 
 def shown(name: str, value: Any) -> str:
+    """A setting's value as doctor prints it: keys never, a store URL's password masked."""
     if name in SECRET:
         return "<private key>"
     if name == "store" and isinstance(value, str):
@@ -61,8 +62,11 @@ def changed_settings(agent: Any, app: Flask) -> List[Tuple[str, str, str]]:
     rows = []
     for name in field_types():
         value = getattr(agent.settings, name)
+        if name == "store" and name in agent.arguments:  # A2A(store=...) wins over A2A_STORE
+            value = agent.store_url or f"<{type(agent.store).__name__} object>"
         if value != field_default(name) or name in agent.arguments:
-            rows.append((config_key(name), shown(name, value), source_of(name, agent, app.config)))
+            rows.append((config_key(name), shown(name, value),
+                         source_of(name, agent, app.config)))
     return rows
 
 
