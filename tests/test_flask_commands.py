@@ -135,6 +135,8 @@ def test_task_shows_one_task(agent_app):
 @pytest.mark.parametrize("args, message", [
     (["tasks", "--state", "finished"], "Error: unknown state 'finished': use one of submitted"),
     (["task", "nope"], "Error: no task 'nope' in the store"),
+    (["task", "a\x1bb"], "Error: ID contains control characters"),
+    (["cancel", "x" * 2000], "Error: ID is longer than"),
     (["cancel", "nope"], "Error: no task 'nope' in the store"),
     (["purge", "--older-than", "7 days"], "Error: --older-than '7 days' is not an age"),
     (["purge", "--finished-before", "yesterday"], "Error: --finished-before 'yesterday' is not"),

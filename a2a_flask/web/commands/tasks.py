@@ -8,7 +8,7 @@ from typing import Optional
 
 import click
 
-from ...engine.service import view
+from ...engine.service import check_id, view
 from ...protocol.codec import encode
 from ...protocol.errors import TaskNotCancelableError
 from ...protocol.models import ListTasksResponse, Part, format_timestamp, parse_timestamp
@@ -42,6 +42,7 @@ def tasks_command(state: Optional[str], context_id: str, tenant: Optional[str],
     every_caller = tenant is None and owner is None
     query = TaskQuery(tenant=tenant or "", owner=owner or "", context_id=context_id,
                       state=wanted)
+    check_id(context_id, "--context")
     records, total = select(agent.store, query, limit, every_caller)
     if as_json:
         tasks = [view(r.task, 0) for r in records]
@@ -74,6 +75,7 @@ def say(text: str) -> None:
 @one_line_errors
 def task_command(task_id: str, history_length: Optional[int], as_json: bool) -> None:
     """Show one task: its status, history, artifacts and webhooks."""
+    check_id(task_id, "ID")
     store = chosen_agent().store
     record = store.load(task_id)
     if record is None:
@@ -117,6 +119,7 @@ def task_command(task_id: str, history_length: Optional[int], as_json: bool) -> 
 def cancel_command(task_id: str) -> None:
     """Cancel a task as its caller would: it becomes CANCELED now, streams and webhooks
     see it, and the process running its executor (this one or a server's) stops it."""
+    check_id(task_id, "ID")
     runtime = chosen_agent().service.runtime
     before = runtime.store.load(task_id)
     if before is None:
