@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import sqlalchemy as sa
@@ -237,6 +237,8 @@ class SQLStore(TaskStore):
         self._now: Any = sa.literal_column("extract(epoch from clock_timestamp())" if self.postgres
                                       else "UNIX_TIMESTAMP(NOW(6))")
         self._channel = f"a2a_{schema or 'tasks'}"[:63]
+        #: Statements built once and executed with parameters (see :meth:`_statement`).
+        self._statements: Dict[Any, Any] = {}
         self._notifier = Notifier()
         #: The highest log head seen per task (local appends and notifications).
         self._heads: Dict[str, Tuple[int, bool]] = {}
@@ -333,6 +335,19 @@ class SQLStore(TaskStore):
             tails[task_id].append(text)
         return tails
 
+    def _statement(self, key: Any, build: Callable[[], Any]) -> Any:
+        """The statement ``build`` makes, built once per ``key``.
+
+        The hot paths (create, append, leases) run statements built once, with
+        bind parameters, instead of building one per call: building a statement,
+        and the cache key SQLAlchemy derives from it to find its compiled form,
+        cost more of a worker's CPU than the round trip to the database.
+        """
+        statement = self._statements.get(key)
+        if statement is None:
+            statement = self._statements[key] = build()
+        return statement
+
     # ------------------------------------------------------------ tasks and logs
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
@@ -344,43 +359,62 @@ class SQLStore(TaskStore):
         first = [(record.seq, dump_event(first_event))]
         try:
             if self._explicit and self.postgres:  # one statement: one round trip
+                statement = self._statement("create", lambda: self._log_and_notify(
+                    sa.insert(self.tasks).values({name: sa.bindparam("v_" + name)
+                                                  for name in row})
+                    .returning(self.tasks.c.id).cte("made")))
                 with self._connect(write=True, one_statement=True) as conn:
-                    made = sa.insert(self.tasks).values(row).returning(self.tasks.c.id)
-                    conn.execute(self._log_and_notify(made.cte("made"), first,
-                                                      task.status.state.terminal)).all()
+                    conn.execute(statement, {
+                        **{"v_" + name: value for name, value in row.items()},
+                        **self._log_parameters(first, task.status.state.terminal)}).all()
             else:
                 with self._connect(write=True) as conn:
-                    conn.execute(self.tasks.insert().values(row))
-                    conn.execute(self.events.insert().values(task_id=task.id, seq=record.seq,
-                                                             event=first[0][1]))
+                    conn.execute(self._statement("insert_task", self.tasks.insert), row)
+                    conn.execute(self._statement("insert_events", self.events.insert),
+                                 {"task_id": task.id, "seq": record.seq, "event": first[0][1]})
                     self._send_notify(conn, task.id, record.seq, task.status.state.terminal)
         except sa.exc.IntegrityError:
             raise SequenceConflict(task.id) from None
         self._woken(task.id, record.seq, task.status.state.terminal)
 
-    def _log_and_notify(self, written: Any, events: List[Tuple[int, str]],
-                        terminal: bool) -> Any:
-        """PostgreSQL: one statement that logs ``events`` for the task a data-modifying
+    def _log_and_notify(self, written: Any) -> Any:
+        """PostgreSQL: one statement that logs events for the task a data-modifying
         CTE ``written`` returns (none if it returns no row) and notifies listeners;
         it yields a row when the task was written.  The events travel as two
-        arrays, so the statement's text (and SQLAlchemy's compiled form) is the
-        same for any number of them."""
+        arrays (:meth:`_log_parameters`), so the statement's text (and
+        SQLAlchemy's compiled form) is the same for any number of them."""
         from sqlalchemy.dialects.postgresql import ARRAY
 
         logged = sa.func.unnest(
-            sa.bindparam("a2a_seqs", [seq for seq, _ in events], type_=ARRAY(sa.Integer)),
-            sa.bindparam("a2a_events", [text for _, text in events], type_=ARRAY(sa.Text)),
+            sa.bindparam("a2a_seqs", type_=ARRAY(sa.Integer)),
+            sa.bindparam("a2a_events", type_=ARRAY(sa.Text)),
         ).table_valued("seq", "event").render_derived(name="logged")
         added = (sa.insert(self.events)
                  .from_select(["task_id", "seq", "event"],
                               sa.select(written.c.id, logged.c.seq, logged.c.event)
                               .select_from(written).join(logged, sa.true()))
                  .cte("added"))
-        head: Any = sa.bindparam("a2a_head", _head_suffix(events[-1][0], terminal))
+        head: Any = sa.bindparam("a2a_head", type_=sa.Text)
         return (sa.select(sa.func.pg_notify(self._channel, written.c.id + head))
                 .select_from(written).add_cte(added))
 
+    @staticmethod
+    def _log_parameters(events: List[Tuple[int, str]], terminal: bool) -> Dict[str, Any]:
+        """The parameters of :meth:`_log_and_notify`'s statement for ``events``."""
+        return {"a2a_seqs": [seq for seq, _ in events],
+                "a2a_events": [text for _, text in events],
+                "a2a_head": _head_suffix(events[-1][0], terminal)}
+
     def load(self, task_id: str) -> Optional[TaskRecord]:
+        with self._connect() as conn:
+            rows = conn.execute(self._statement("load", self._build_load),
+                                {"w_id": task_id}).all()
+        if not rows:
+            return None
+        first = rows[0]  # the snapshot's "at" is snap_seq, below every later event's
+        return self._fold(first, [row.body for row in rows[1:]], first.body)
+
+    def _build_load(self) -> Any:
         # One statement (one snapshot of the data, one round trip): the task row
         # with its snapshot as "body", then the events after it, each as a row
         # carrying the task's columns again (short) and the event as "body".
@@ -391,14 +425,9 @@ class SQLStore(TaskStore):
         tail = (sa.select(*head, e.event.label("body"), e.seq.label("at"))
                 .join_from(self.tasks, self.events, e.task_id == t.id)
                 .where(e.seq > t.snap_seq, e.seq <= t.seq))
-        query = sa.union_all(snapshot.where(t.id == task_id),
-                             tail.where(t.id == task_id)).order_by(sa.literal_column("at"))
-        with self._connect() as conn:
-            rows = conn.execute(query).all()
-        if not rows:
-            return None
-        first = rows[0]  # the snapshot's "at" is snap_seq, below every later event's
-        return self._fold(first, [row.body for row in rows[1:]], first.body)
+        task_id: Any = sa.bindparam("w_id")
+        return sa.union_all(snapshot.where(t.id == task_id),
+                            tail.where(t.id == task_id)).order_by(sa.literal_column("at"))
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
@@ -420,20 +449,27 @@ class SQLStore(TaskStore):
             changes["snap_seq"] = seq
             changes["snapshot"] = dump_task(record.task)
         logged = [(expected_seq + i, dump_event(event)) for i, event in enumerate(events, 1)]
-        moved = sa.update(self.tasks).where(t.id == task_id, t.seq == expected_seq).values(changes)
+        moved = self._statement(("move", *changes), lambda: (
+            sa.update(self.tasks)
+            .where(t.id == sa.bindparam("w_id"), t.seq == sa.bindparam("w_seq"))
+            .values({name: sa.bindparam("v_" + name) for name in changes})))
+        parameters = {"w_id": task_id, "w_seq": expected_seq,
+                      **{"v_" + name: value for name, value in changes.items()}}
         if self._explicit and self.postgres:
             # Compare-and-set, log and NOTIFY in one statement: atomic without a
             # transaction around it, one round trip instead of five.
+            statement = self._statement(("append", *changes), lambda: self._log_and_notify(
+                moved.returning(t.id).cte("moved")))
             with self._connect(write=True, one_statement=True) as conn:
-                done = conn.execute(self._log_and_notify(
-                    moved.returning(t.id).cte("moved"), logged, state.terminal)).all()
+                done = conn.execute(statement, {
+                    **parameters, **self._log_parameters(logged, state.terminal)}).all()
             if not done:
                 raise SequenceConflict(task_id)
         else:
             with self._connect(write=True) as conn:
-                if conn.execute(moved).rowcount != 1:
+                if conn.execute(moved, parameters).rowcount != 1:
                     raise SequenceConflict(task_id)
-                conn.execute(self.events.insert(), [
+                conn.execute(self._statement("insert_events", self.events.insert), [
                     {"task_id": task_id, "seq": seq_, "event": text} for seq_, text in logged])
                 self._send_notify(conn, task_id, seq, state.terminal)
         self._woken(task_id, seq, state.terminal)
@@ -441,16 +477,21 @@ class SQLStore(TaskStore):
 
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
         t = self.tasks.c
+        statement = self._statement("head", lambda: sa.select(t.seq, t.state).where(
+            t.id == sa.bindparam("w_id")))
         with self._connect() as conn:
-            row = conn.execute(sa.select(t.seq, t.state).where(t.id == task_id)).first()
+            row = conn.execute(statement, {"w_id": task_id}).first()
         return None if row is None else (row.seq, TaskState(row.state))
 
     def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         e = self.events.c
+        statement = self._statement("read", lambda: (
+            sa.select(e.seq, e.event)
+            .where(e.task_id == sa.bindparam("w_id"), e.seq > sa.bindparam("w_after"))
+            .order_by(e.seq).limit(sa.bindparam("w_limit", type_=sa.Integer))))
         with self._connect() as conn:
-            rows = conn.execute(sa.select(e.seq, e.event)
-                                .where(e.task_id == task_id, e.seq > after_seq)
-                                .order_by(e.seq).limit(self.read_slice)).all()
+            rows = conn.execute(statement, {"w_id": task_id, "w_after": after_seq,
+                                            "w_limit": self.read_slice}).all()
         return encoded_entries(rows)
 
     # ------------------------------------------------------------ wake-ups
@@ -575,9 +616,9 @@ class SQLStore(TaskStore):
         with self._connect(write=True) as conn:
             last = conn.execute(sa.select(sa.func.max(p.position))
                                 .where(p.task_id == task_id)).scalar()
-            self._upsert(conn, self.targets,
-                         {"task_id": task_id, "id": target.config.id,
-                          "position": (last or 0) + 1, **values}, list(values))
+            conn.execute(self._upsert(self.targets,
+                                      {"task_id": task_id, "id": target.config.id,
+                                       "position": (last or 0) + 1, **values}, list(values)))
 
     def push_targets(self, task_id: str) -> List[PushTarget]:
         p = self.targets.c
@@ -611,21 +652,20 @@ class SQLStore(TaskStore):
 
     # ------------------------------------------------------------ claims and leases
 
-    def _upsert(self, conn: Connection, table: sa.Table, values: Dict[str, Any],
-                update: List[str]) -> None:
-        """Insert a row, or update ``update`` columns of the one with the same key."""
+    def _upsert(self, table: sa.Table, values: Dict[str, Any], update: List[str]) -> Any:
+        """A statement that inserts a row, or updates ``update`` columns of the one with
+        the same key."""
         if self.postgres:
             from sqlalchemy.dialects.postgresql import insert as pg_insert
 
             pg = pg_insert(table).values(values)
             keys = [column.name for column in table.primary_key.columns]
-            conn.execute(pg.on_conflict_do_update(
-                index_elements=keys, set_={name: pg.excluded[name] for name in update}))
-        else:
-            from sqlalchemy.dialects.mysql import insert as my_insert
+            return pg.on_conflict_do_update(
+                index_elements=keys, set_={name: pg.excluded[name] for name in update})
+        from sqlalchemy.dialects.mysql import insert as my_insert
 
-            my = my_insert(table).values(values)
-            conn.execute(my.on_duplicate_key_update({name: my.inserted[name] for name in update}))
+        my = my_insert(table).values(values)
+        return my.on_duplicate_key_update({name: my.inserted[name] for name in update})
 
     def claim(self, key: str, owner: str, ttl: float) -> bool:
         c = self.claims.c
@@ -650,10 +690,11 @@ class SQLStore(TaskStore):
             conn.execute(sa.delete(self.claims).where(c.key == key, c.owner == owner))
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        statement = self._statement("acquire_lease", lambda: self._upsert(self.leases, {
+            "task_id": sa.bindparam("v_task_id"), "owner": sa.bindparam("v_owner"),
+            "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"]))
         with self._connect(write=True, one_statement=True) as conn:
-            self._upsert(conn, self.leases,
-                         {"task_id": task_id, "owner": owner, "expires": self._now + ttl},
-                         ["owner", "expires"])
+            conn.execute(statement, {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         if not task_ids:
@@ -666,11 +707,16 @@ class SQLStore(TaskStore):
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
         lease = self.leases.c
-        condition = [lease.task_id == task_id]
-        if owner is not None:
-            condition.append(lease.owner == owner)
+
+        def build() -> Any:
+            condition = [lease.task_id == sa.bindparam("w_task_id")]
+            if owner is not None:
+                condition.append(lease.owner == sa.bindparam("w_owner"))
+            return sa.delete(self.leases).where(*condition)
+
+        statement = self._statement(("release_lease", owner is None), build)
         with self._connect(write=True, one_statement=True) as conn:
-            conn.execute(sa.delete(self.leases).where(*condition))
+            conn.execute(statement, {"w_task_id": task_id, "w_owner": owner})
 
     def expired_leases(self) -> List[str]:
         lease = self.leases.c
