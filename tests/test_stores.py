@@ -644,6 +644,17 @@ def test_purge_deletes_only_old_terminal_tasks(store):
     assert sorted(ids(store.list_tasks(TaskQuery()))) == ["new-done", "old-running"]
 
 
+def test_task_ids_names_every_task_of_every_caller_once(store):
+    assert store.task_ids() == []
+    create(store, "a", tenant="t1", owner="alice")
+    create(store, "b", tenant="", owner="bob")
+    create(store, "c:with:colons")
+    append(store, "c:with:colons", [status_event("c:with:colons", S.COMPLETED, second=2)])
+    assert sorted(store.task_ids()) == ["a", "b", "c:with:colons"]
+    store.purge(stamp(30))
+    assert sorted(store.task_ids()) == ["a", "b"]
+
+
 # ================================================================ long streams
 
 
