@@ -320,6 +320,12 @@ class TaskStore(ABC):
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         """One page of tasks, most recently updated first."""
 
+    def task_ids(self) -> List[str]:
+        """Every stored task's id, of every tenant and owner, in no particular order:
+        for tools that walk a whole store (``flask a2a copy-store``, ``purge``).  A
+        store that cannot enumerate its tasks raises :class:`NotImplementedError`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list every task it holds")
+
     # -- push targets: webhooks and their delivery cursors
 
     @abstractmethod
@@ -402,7 +408,7 @@ class TaskStore(ABC):
 # ----------------------------------------------------------- outages
 
 #: The methods of the contract: what :func:`outages_as_unavailable` guards.
-CONTRACT = tuple(sorted(TaskStore.__abstractmethods__ | {"head"}))
+CONTRACT = tuple(sorted(TaskStore.__abstractmethods__ | {"head", "task_ids"}))
 
 _Store = TypeVar("_Store", bound=Type[TaskStore])
 

@@ -659,6 +659,12 @@ class RedisStore(TaskStore):
 
     # ------------------------------------------------------------ push configs
 
+    def task_ids(self) -> List[str]:
+        start = len(self._key("task", ""))
+        keys = self._redis.scan_iter(match=_glob(self._key("task", "")) + "*", count=1000)
+        # SCAN may return a key more than once (the keyspace grew meanwhile).
+        return list(dict.fromkeys(key.decode()[start:] for key in keys))
+
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         key = self._key("push", task_id)
         order = self._key("pushorder", task_id)

@@ -725,6 +725,10 @@ class SQLStore(TaskStore):
 
     # ------------------------------------------------------------ push targets
 
+    def task_ids(self) -> List[str]:
+        with self._connect() as conn:
+            return [task_id for (task_id,) in conn.execute(sa.select(self.tasks.c.id))]
+
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         p = self.targets.c
         values = {"target": dump_target(target), "delivered_seq": target.delivered_seq,
