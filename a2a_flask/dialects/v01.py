@@ -175,6 +175,7 @@ def _send_streaming(service: DialectService, params: SendTaskParams, ctx: CallCo
     return service.send_streaming_message(params.request, ctx, client_task_id=params.task_id)
 
 
+#: The table's operations by 1.0 name: each method below serves one.
 _OP = BY_NAME
 
 #: The 0.1 method names of the operations, parsed and rendered the 0.1 way.

@@ -265,14 +265,16 @@ def list_push(service: DialectService, request: m.TaskPushConfigRequest,
     return configs
 
 
-def delete_push(service: DialectService, request: m.TaskPushConfigRequest, ctx: CallContext) -> None:
+def delete_push(service: DialectService, request: m.TaskPushConfigRequest,
+                ctx: CallContext) -> None:
     if not request.id:
         raise InvalidParamsError("pushNotificationConfigId is required",
                                  violations=[("pushNotificationConfigId", "is required")])
     service.delete_push_config(request, ctx)
 
 
-def by_task_dialect(v03: Method, v01: Method) -> Callable[[DialectService, Any, CallContext], Method]:
+def by_task_dialect(v03: Method, v01: Method
+                    ) -> Callable[[DialectService, Any, CallContext], Method]:
     """For names 0.1 and 0.3 share: answer in the dialect the task was created in."""
 
     def choose(service: DialectService, request: Any, ctx: CallContext) -> Method:
@@ -286,6 +288,7 @@ def card_out(card: m.AgentCard) -> Dict[str, Any]:
     return union_card(encode(card))
 
 
+#: The table's operations by 1.0 name: each method below serves one.
 _OP = BY_NAME
 
 #: The 0.3 method names of the operations (0.3 has no ListTasks), parsed and

@@ -9,9 +9,11 @@ metrics and spans.  The older dialects map their own method names onto these
 operations and add only how they parse and render.
 
 To add an operation: add its entry to :data:`OPERATIONS` and its method to
-:class:`Service` (and to the engine's ``AgentService``, which conforms to it).
-The JSON-RPC method and REST routes follow; ``tests/test_operations.py`` checks
-that nothing else lists operations.
+:class:`Service` (and to the engine's ``AgentService``, which must conform: the
+type check says where it does not).  The 1.0 JSON-RPC method, the 1.0 REST
+routes and the metric names follow from the entry; the 0.3 and 0.1 dialects
+never gain it (they are history).  ``tests/test_operations.py`` checks that
+everything derived covers the table and nothing else lists operations.
 
 The table only names things: it imports nothing but the 1.0 models, and rules
 are strings in the routing syntax of the web layer (``<a2aid:name>`` is one
@@ -107,13 +109,18 @@ class Operation(Generic[Request]):
     streaming: bool = False
     #: Its routes under the 1.0 REST root.
     rest: Tuple[Route, ...] = ()
-    #: Its routes under the 0.3 REST root (``None``: the same as 1.0).
-    rest03: Optional[Tuple[Route, ...]] = None
+    #: Its routes under the 0.3 REST root: :data:`SAME_AS_1_0` for the operations 0.3
+    #: had at the same paths; none (the default) for operations 0.3 did not have.
+    rest03: Optional[Tuple[Route, ...]] = ()
 
     @property
     def routes03(self) -> Tuple[Route, ...]:
         """The 0.3 REST routes."""
-        return self.rest if self.rest03 is None else self.rest03
+        return self.rest if self.rest03 is SAME_AS_1_0 else self.rest03 or ()
+
+
+#: ``Operation.rest03``: the same routes as 1.0.
+SAME_AS_1_0 = None
 
 
 _TASK = "/tasks/<a2aid:id>"
@@ -123,36 +130,46 @@ _PUSH = "/tasks/<a2aid:taskId>/pushNotificationConfigs"
 OPERATIONS: Tuple[Operation[Any], ...] = (
     Operation("SendMessage", m.SendMessageRequest, "send_message",
               lambda service, request, ctx: service.send_message(request, ctx),
-              rest=(Route(("POST",), "/message:send", "body"),)),
+              rest=(Route(("POST",), "/message:send", "body"),),
+              rest03=SAME_AS_1_0),
     Operation("SendStreamingMessage", m.SendMessageRequest, "send_streaming_message",
               lambda service, request, ctx: service.send_streaming_message(request, ctx),
-              streaming=True, rest=(Route(("POST",), "/message:stream", "body"),)),
+              streaming=True, rest=(Route(("POST",), "/message:stream", "body"),),
+              rest03=SAME_AS_1_0),
     Operation("GetTask", m.GetTaskRequest, "get_task",
               lambda service, request, ctx: service.get_task(request, ctx),
-              rest=(Route(("GET",), _TASK, "query"),)),
+              rest=(Route(("GET",), _TASK, "query"),),
+              rest03=SAME_AS_1_0),
     Operation("ListTasks", m.ListTasksRequest, "list_tasks",
               lambda service, request, ctx: service.list_tasks(request, ctx),
-              rest=(Route(("GET",), "/tasks", "query"),)),
+              rest=(Route(("GET",), "/tasks", "query"),),
+              rest03=SAME_AS_1_0),
     Operation("CancelTask", m.CancelTaskRequest, "cancel_task",
               lambda service, request, ctx: service.cancel_task(request, ctx),
-              rest=(Route(("POST",), _TASK + ":cancel", "body"),)),
+              rest=(Route(("POST",), _TASK + ":cancel", "body"),),
+              rest03=SAME_AS_1_0),
     Operation("SubscribeToTask", m.SubscribeToTaskRequest, "subscribe_to_task",
               lambda service, request, ctx: service.subscribe_to_task(request, ctx),
-              streaming=True, rest=(Route(("GET", "POST"), _TASK + ":subscribe"),)),
+              streaming=True, rest=(Route(("GET", "POST"), _TASK + ":subscribe"),),
+              rest03=SAME_AS_1_0),
     Operation("CreateTaskPushNotificationConfig", m.TaskPushNotificationConfig,
               "create_push_config",
               lambda service, request, ctx: service.create_push_config(request, ctx),
-              rest=(Route(("POST",), _PUSH, "body"),)),
+              rest=(Route(("POST",), _PUSH, "body"),),
+              rest03=SAME_AS_1_0),
     Operation("GetTaskPushNotificationConfig", m.TaskPushConfigRequest, "get_push_config",
               lambda service, request, ctx: service.get_push_config(request, ctx),
-              rest=(Route(("GET",), _PUSH + "/<a2aid:id>"),)),
+              rest=(Route(("GET",), _PUSH + "/<a2aid:id>"),),
+              rest03=SAME_AS_1_0),
     Operation("ListTaskPushNotificationConfigs", m.ListTaskPushNotificationConfigsRequest,
               "list_push_configs",
               lambda service, request, ctx: service.list_push_configs(request, ctx),
-              rest=(Route(("GET",), _PUSH, "query"),)),
+              rest=(Route(("GET",), _PUSH, "query"),),
+              rest03=SAME_AS_1_0),
     Operation("DeleteTaskPushNotificationConfig", m.TaskPushConfigRequest, "delete_push_config",
               lambda service, request, ctx: service.delete_push_config(request, ctx),
-              rest=(Route(("DELETE",), _PUSH + "/<a2aid:id>"),)),
+              rest=(Route(("DELETE",), _PUSH + "/<a2aid:id>"),),
+              rest03=SAME_AS_1_0),
     Operation("GetExtendedAgentCard", m.GetExtendedAgentCardRequest, "get_extended_card",
               lambda service, request, ctx: service.get_extended_card(ctx),
               rest=(Route(("GET",), "/extendedAgentCard"),),
