@@ -12,20 +12,23 @@ internal error.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from flask import Response, request
 
 from ..dialects.registry import Method, StreamRenderer
 from ..engine.service import AgentService
 from ..observe.calls import CallNote
-from ..protocol.calls import CallContext
+from ..protocol.calls import CallContext, ServedItem
 from ..protocol.errors import A2AError, InternalError
 from .auth import Authentication
 from .headers import negotiate_extensions
 from .sse import parse_last_event_id
 
 log = logging.getLogger("a2a_flask")
+
+#: A stream's renderer: a stream item -> the data of its event (None: skip it).
+EventRenderer = Callable[[Any], Optional[Any]]
 
 
 class Binding:
@@ -52,7 +55,8 @@ class Binding:
         """The response to a rendered result."""
         raise NotImplementedError
 
-    def stream(self, items: Any, render_event: Any, headers: Dict[str, str]) -> Response:
+    def stream(self, items: Iterable[ServedItem], render_event: EventRenderer,
+               headers: Dict[str, str]) -> Response:
         """The event stream of a streaming operation."""
         raise NotImplementedError
 

@@ -29,7 +29,7 @@ error (-32600, id null).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from flask import Response, request
 
@@ -51,9 +51,10 @@ from .headers import (
 )
 from ..engine.service import AgentService
 from ..observe.calls import CallNote, open_call
+from ..protocol.calls import ServedItem
 from ..protocol.jsontext import JSONText, json_text
 from .auth import Authentication
-from .dispatch import Binding, dispatch
+from .dispatch import Binding, EventRenderer, dispatch
 from .sse import HEADERS as SSE_HEADERS
 from .sse import OPENING, dumps, event_stream, frame
 
@@ -226,7 +227,8 @@ class _JsonRpc(Binding):
     def answer(self, body: Any, headers: Dict[str, str]) -> Response:
         return _json(result_body(self.request_id, body), headers)
 
-    def stream(self, items: Any, render_event: Any, headers: Dict[str, str]) -> Response:
+    def stream(self, items: Iterable[ServedItem], render_event: EventRenderer,
+               headers: Dict[str, str]) -> Response:
         enveloped = _Enveloped(self.request_id, render_event)
         return event_stream(items, enveloped.event, enveloped.error, headers)
 

@@ -12,7 +12,7 @@ The path already names the protocol (1.0), so a request without
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Iterable, Tuple
 
 from flask import Blueprint, Response, request
 
@@ -20,12 +20,13 @@ from ..dialects import normalise_version, supported_versions, v1
 from ..dialects.registry import Method, StreamRenderer
 from ..engine.service import AgentService
 from ..observe.calls import CallNote, open_call
+from ..protocol.calls import ServedItem
 from ..protocol.errors import A2AError, VersionNotSupportedError
 from ..protocol.operations import Operation
 from ..protocol.operations import Route as OperationRoute
 from . import rest03
 from .auth import Authentication
-from .dispatch import Binding, dispatch
+from .dispatch import Binding, EventRenderer, dispatch
 from .headers import requested_version
 from .routes import (
     Route,
@@ -86,7 +87,8 @@ class _Rest(Binding):
     def answer(self, body: Any, headers: Dict[str, str]) -> Response:
         return Response(dumps(body), mimetype="application/json", headers=headers)
 
-    def stream(self, items: Any, render_event: Any, headers: Dict[str, str]) -> Response:
+    def stream(self, items: Iterable[ServedItem], render_event: EventRenderer,
+               headers: Dict[str, str]) -> Response:
         return event_stream(items, render_event, error_body, headers)
 
     def error(self, exc: A2AError, headers: Dict[str, str]) -> Response:
