@@ -74,15 +74,12 @@ class Method:
     errors_in_stream: bool = False
     #: The operation's: answers with a stream.
     streaming: bool = field(init=False)
+    #: ``(service, request, ctx)`` -> the result or stream: ``call``, else the operation's.
+    perform: Call = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.streaming = self.operation.streaming
-
-    def invoke(self, service: DialectService, request: Any, ctx: CallContext) -> Any:
-        """Perform the call: the operation's result, or its stream."""
-        if self.call is not None:
-            return self.call(service, request, ctx)
-        return self.operation.call(service, request, ctx)
+        self.perform = self.call or self.operation.call
 
 
 @dataclass

@@ -91,7 +91,7 @@ def dispatch(service: AgentService, auth: Authentication, note: CallNote,
         )
         try:
             answering = method.choose(service, parsed, ctx) if method.choose else method
-            result = method.invoke(service, parsed, ctx)
+            result = method.perform(service, parsed, ctx)
         except A2AError as exc:
             # Failures of the HTTP exchange (401, 429) stay plain responses.
             if not (method.errors_in_stream and exc.jsonrpc_http_status == 200):
