@@ -7,11 +7,14 @@ operations of its own, or when the table and what is derived from it disagree.
 from __future__ import annotations
 
 import inspect
+import re
+from pathlib import Path
 from typing import Any, List, Set, Tuple
 
 import pytest
 
-from a2a_flask import dialects
+import a2a_flask
+from a2a_flask import dialects, signals
 from a2a_flask.dialects import v01, v03, v1
 from a2a_flask.engine.service import AgentService
 from a2a_flask.protocol import operations
@@ -126,9 +129,31 @@ def test_an_operation_without_03_routes_gets_none():
 
 def test_no_module_calls_the_service_by_a_name_in_a_string():
     # The getattr(service, name) the table replaced must not come back.
-    import a2a_flask
-    from pathlib import Path
-
     root = Path(a2a_flask.__file__).parent
     for path in [*root.joinpath("dialects").glob("*.py"), *root.joinpath("web").glob("*.py")]:
         assert "getattr(service" not in path.read_text(), path
+
+
+def test_each_rest_call_is_named_by_its_operation(make_app):
+    # Metric labels and span names come from request_handled's method: a REST
+    # call is counted as its operation's 1.0 method, refused or not.
+    client = make_app().test_client()
+    handled: List[Tuple[str, str]] = []
+
+    def receiver(sender: Any, **kw: Any) -> None:
+        handled.append((kw["version"], kw["method"]))
+
+    signals.request_handled.connect(receiver)
+    try:
+        expected = []
+        for op in OPERATIONS:
+            for root, version, specs in (("/a2a/rest", "1.0", op.rest),
+                                         ("/a2a/rest/v1", "0.3", op.routes03)):
+                for spec in specs:
+                    path = re.sub(r"<a2aid:\w+>", "nope", spec.rule)
+                    for verb in spec.verbs:
+                        client.open(root + path, method=verb, json={} if verb == "POST" else None)
+                        expected.append((version, op.name))
+    finally:
+        signals.request_handled.disconnect(receiver)
+    assert handled == expected
