@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import logging
 from email.utils import formatdate
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 from flask import Blueprint, Flask, Response, current_app, request
 
 from .. import dialects
-from . import jsonrpc, observing, rest, routes
+from . import commands, jsonrpc, observing, rest, routes
 from .auth import Authentication, Authenticator
 from .card_origin import CardOrigin, Source, card_origin, check_public_url
 from ..protocol.errors import A2AError
@@ -33,7 +33,7 @@ from ..engine.runtime import Run, Runtime
 from .deploy import collect_fully_every, gunicorn_workers, on_worker_shutdown
 from .headers import BODY_LIMIT_KEY, BODY_TIMEOUT_KEY
 from ..engine.service import AgentService, ExtendedCard, Limits
-from ..stores import MemoryStore, TaskStore, open_store
+from ..stores import MemoryStore, StoreLimits, TaskStore, open_store
 
 log = logging.getLogger("a2a_flask")
 
@@ -62,6 +62,11 @@ class AgentState:
         self.card_modified = formatdate(usegmt=True)
         #: Closes the store, or lets go of it where other agents of the app share it.
         self._release_store = release_store
+        #: The settings given as arguments to ``A2A(...)`` (they win over app.config).
+        self.arguments: FrozenSet[str] = frozenset()
+        #: The URL of the store (``A2A(store=...)`` or ``A2A_STORE``); empty for a store
+        #: object given to ``A2A(...)``.
+        self.store_url = settings.store
 
     @property
     def store(self) -> TaskStore:
@@ -187,8 +192,10 @@ class A2A:
         if isinstance(self._store, TaskStore):
             store, release_store = self._store, self._store.close
         else:
+            limits = StoreLimits(settings.store_timeout, settings.store_pool_size,
+                                 settings.store_writer_pool_size)
             store, release_store = _open_shared(app, self._store or settings.store,
-                                                settings.task_ttl)
+                                                settings.task_ttl, limits)
         workers = gunicorn_workers()
         if isinstance(store, MemoryStore) and workers is not None and workers > 1:
             log.warning(
@@ -219,11 +226,17 @@ class A2A:
         renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings, card),
                                 legacy=bool(settings.legacy_card))
         state = AgentState(self.name, settings, service, renderer, auth, release_store)
+        state.store_url = "" if isinstance(self._store, TaskStore) else str(
+            self._store or settings.store)
+        state.arguments = frozenset([name for name, value in self._overrides.items()
+                                     if value is not None]
+                                    + (["store"] if self._store is not None else []))
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         service.lenient_version = settings.lenient_version
         if card.capabilities.push_notifications:
             self._set_up_push(service, settings)
         registry[self.name] = state
+        commands.register(app)
         app.url_map.converters.setdefault("a2aid", routes.IdConverter)
         app.url_map.converters.setdefault("a2apath", routes.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
@@ -343,7 +356,8 @@ class A2A:
         return self.state(app).store
 
 
-def _open_shared(app: Flask, url: Any, task_ttl: float) -> Tuple[TaskStore, Callable[[], None]]:
+def _open_shared(app: Flask, url: Any, task_ttl: float,
+                 limits: StoreLimits) -> Tuple[TaskStore, Callable[[], None]]:
     """The store ``url`` names for an agent of ``app``, and how to let go of it.
 
     Agents of one app that name the same store share one object: each opening
@@ -353,12 +367,13 @@ def _open_shared(app: Flask, url: Any, task_ttl: float) -> Tuple[TaskStore, Call
     closed when the last agent using it lets go.
     """
     if not isinstance(url, str) or url.split(":", 1)[0] == "memory":
-        own = open_store(url, task_ttl=task_ttl)
+        own = open_store(url, task_ttl=task_ttl, limits=limits)
         return own, own.close
-    shared: Dict[Tuple[str, float], List[Any]] = app.extensions.setdefault("a2a_stores", {})
-    key = (url, task_ttl)
+    shared: Dict[Tuple[str, float, StoreLimits], List[Any]] = app.extensions.setdefault(
+        "a2a_stores", {})
+    key = (url, task_ttl, limits)
     if key not in shared:
-        shared[key] = [open_store(url, task_ttl=task_ttl), 0]
+        shared[key] = [open_store(url, task_ttl=task_ttl, limits=limits), 0]
     entry = shared[key]
     entry[1] += 1
     released = False
