@@ -6,7 +6,8 @@ is restarted in the middle (PostgreSQL ``pg_ctl restart -m fast``, MariaDB stopp
 and started, Redis stopped and started on its append-only file).  Within
 ``A2A_STORE_GRACE`` every task completes and every stream sees every event once, in
 order (its SSE ids are the log's sequence numbers: 1, 2, 3... with no gap and no
-repeat).
+repeat), and so does every task's webhook (the push dispatcher's cursor writes ride
+the outage out too).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import pytest
 from a2a_flask.protocol.models import new_id
 
 from . import dbservers
-from .helpers import Server, wait_until
+from .helpers import Server, WebhookReceiver, wait_until
 
 TASKS = 6
 TICKS = 18  # a quarter second apart: 4.5 s
@@ -32,16 +33,18 @@ def message(text: str) -> Dict[str, Any]:
 class Streamed(threading.Thread):
     """One SendStreamingMessage, its events collected until the stream ends."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, webhook: str) -> None:
         super().__init__(daemon=True)
         self.server = server
+        self.webhook = webhook
         self.events: List[Dict[str, Any]] = []
         self.error: Any = None
 
     def run(self) -> None:
         try:
-            for event in self.server.stream("SendStreamingMessage",
-                                            {"message": message(f"ticks {TICKS}")}, timeout=60):
+            params = {"message": message(f"ticks {TICKS}"), "configuration": {
+                "taskPushNotificationConfig": {"url": self.webhook, "token": "t"}}}
+            for event in self.server.stream("SendStreamingMessage", params, timeout=60):
                 self.events.append(event)
         except Exception as exc:  # reported by the test
             self.error = exc
@@ -66,11 +69,28 @@ def check_stream(stream: Streamed) -> str:
     return task_id
 
 
+def check_pushes(pushes: List[Dict[str, Any]], task_id: str) -> None:
+    """A task's webhook got every event once, in order (the stream's events, less
+    the opening task)."""
+    mine = [push["json"] for push in pushes if task_id in str(push["json"])]
+    chunks = [part["text"] for body in mine if "artifactUpdate" in body
+              for part in body["artifactUpdate"]["artifact"]["parts"]]
+    assert chunks == [f"tick {n};" for n in range(TICKS)], chunks
+    states = [body["statusUpdate"]["status"]["state"] for body in mine if "statusUpdate" in body]
+    assert states == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"], states
+
+
+def completed_pushes(pushes: List[Dict[str, Any]]) -> int:
+    return sum("TASK_STATE_COMPLETED" in str(push["json"]) for push in pushes)
+
+
 def restarted_under_load(db: Any, env: Dict[str, str], down_for: float = 0.0) -> None:
-    with Server("tests.fault_app:app", workers=2, env={
+    with WebhookReceiver() as receiver, Server("tests.fault_app:app", workers=2, env={
             "FLASK_A2A_STORE": db.url, "FLASK_A2A_STORE_GRACE": "20",
-            "FLASK_A2A_LEASE_TTL": "5", **env}) as server:
-        streams = [Streamed(server) for _ in range(TASKS)]
+            "FLASK_A2A_LEASE_TTL": "5", "FLASK_A2A_PUSH_ALLOW_PRIVATE": "1",
+            "FLASK_A2A_PUSH_RETRY_DELAY": "0.1", "FLASK_A2A_PUSH_RETRY_MAX_DELAY": "0.5",
+            **env}) as server:
+        streams = [Streamed(server, receiver.hook()) for _ in range(TASKS)]
         for stream in streams:
             stream.start()
         wait_until(lambda: all(stream.working() for stream in streams), 20,
@@ -82,13 +102,16 @@ def restarted_under_load(db: Any, env: Dict[str, str], down_for: float = 0.0) ->
         for stream in streams:
             stream.join(60)
             assert not stream.is_alive(), "a stream did not end"
-        for stream in streams:
-            task_id = check_stream(stream)
+        task_ids = [check_stream(stream) for stream in streams]
+        for task_id in task_ids:
             task = server.rpc("GetTask", {"id": task_id})["result"]
             assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
             assert [p["text"] for p in task["artifacts"][0]["parts"]] == [
                 f"tick {n};" for n in range(TICKS)]
-        time.sleep(1.5)  # a keeper round or two after the outage: nothing fails late
+        receiver.wait_for(lambda got: completed_pushes(got) >= TASKS, 30)
+        time.sleep(1.5)  # keeper rounds and sweeps after the outage: nothing late, no repeat
+        for task_id in task_ids:
+            check_pushes(list(receiver.received), task_id)
         log = server.log_text()
         assert "task store unavailable" in log, log  # the restart was felt...
         assert "Traceback" not in log, log[log.find("Traceback") - 300:][:3000]
