@@ -55,6 +55,7 @@ from .base import (
     PushTarget,
     SequenceConflict,
     StoreError,
+    StoreLimits,
     TaskPage,
     TaskQuery,
     TaskRecord,
@@ -75,8 +76,6 @@ from .serial import (EncodedEntries, dump_event, dump_target, dump_task, load_ev
 
 #: How often a waiter re-reads without a wake-up (seconds): a safety net only.
 SAFETY_POLL = 1.0
-#: The longest any Redis call may take (seconds) before the store counts as unavailable.
-SOCKET_TIMEOUT = 5.0
 #: What ``{p}:layout`` holds once the indexes of 0.1.0 are moved (:meth:`RedisStore._upgrade`).
 LAYOUT = b"2"
 #: How long a process moving the old indexes keeps others from starting to (seconds):
@@ -260,24 +259,39 @@ def _score(timestamp: str) -> float:
 class RedisStore(TaskStore):
     """See the module docstring.  ``url`` is ``redis://host:port/db[?prefix=name]``."""
 
-    def __init__(self, url: str, *, task_ttl: float = 0.0) -> None:
+    def __init__(self, url: str, *, task_ttl: float = 0.0,
+                 limits: Optional[StoreLimits] = None) -> None:
         try:
             import redis
         except ImportError:
             raise StoreError("the redis store needs the redis package: "
                              "pip install 'a2a-flask[redis]'") from None
+        limits = limits or StoreLimits()
         query = parse_qs(urlsplit(url).query)
         self.prefix = query.pop("prefix", ["a2a"])[0]
         self.task_ttl = task_ttl
+        self.limits = limits
         clean = url.split("?", 1)[0]
-        try:
-            # Typed Any: redis-py's return types are unions of sync and async forms.
-            self._redis: Any = redis.Redis.from_url(
-                clean, socket_connect_timeout=SOCKET_TIMEOUT, socket_timeout=SOCKET_TIMEOUT,
+
+        def client(size: int) -> Any:
+            # A blocking pool: when every connection is busy a caller waits (up to the
+            # timeout) for one instead of failing at once (redis-py's default pool).
+            pool = redis.BlockingConnectionPool.from_url(
+                clean, max_connections=size, timeout=limits.timeout,
+                socket_connect_timeout=limits.timeout, socket_timeout=limits.timeout,
                 health_check_interval=30)
-            self._redis.ping()
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot reach the redis store at {safe_url(clean)}: {exc}") from exc
+            return redis.Redis(connection_pool=pool)
+
+        try:
+            # Nothing is sent yet (the first call does, see prepare): the app starts
+            # while Redis is down; a URL redis-py cannot read stops it here.
+            # Typed Any: redis-py's return types are unions of sync and async forms.
+            self._redis: Any = client(limits.pool_size)
+            #: A running task's own writes and lease renewals: a pool readers never use.
+            self._writer: Any = client(limits.writer_pool_size)
+        except (ValueError, redis.RedisError) as exc:
+            raise StoreError(f"cannot use the redis store URL {safe_url(clean)}: {exc}") from None
+        self.prepared = False
         self._append = self._redis.register_script(_APPEND)
         self._create = self._redis.register_script(_CREATE)
         self._renew = self._redis.register_script(_RENEW)
@@ -290,10 +304,10 @@ class RedisStore(TaskStore):
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
-        try:
-            self._upgrade()
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot upgrade the redis store at {clean}: {exc}") from exc
+
+    def prepare(self) -> None:
+        """The first call's work: move the indexes of 0.1.0 (:meth:`_upgrade`)."""
+        self._upgrade()
 
     # ------------------------------------------------------------ keys
 
@@ -373,7 +387,7 @@ class RedisStore(TaskStore):
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
-        tenant, owner, created, snap_seq, snap_bytes, log_bytes = self._redis.hmget(
+        tenant, owner, created, snap_seq, snap_bytes, log_bytes = self._writer.hmget(
             self._key("task", task_id), "tenant", "owner", "created_at", "snap_seq",
             "snap_bytes", "log_bytes")
         if tenant is None:
@@ -399,6 +413,7 @@ class RedisStore(TaskStore):
                   self._key("push", task_id), self._key("pushorder", task_id)],
             args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
                   ttl, size, since, len(record.outline.history), *logged],
+            client=self._writer,
         )
         if seq < 0:
             raise SequenceConflict(task_id)
@@ -584,7 +599,7 @@ class RedisStore(TaskStore):
     # ------------------------------------------------------------ leases
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        pipe = self._redis.pipeline()
+        pipe = self._writer.pipeline()
         pipe.set(self._key("lease", task_id), owner, px=int(ttl * 1000))
         pipe.sadd(self._running, task_id)
         pipe.execute()
@@ -592,12 +607,12 @@ class RedisStore(TaskStore):
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         for task_id in task_ids:
             self._renew(keys=[self._key("lease", task_id), self._running],
-                        args=[owner, int(ttl * 1000), task_id])
+                        args=[owner, int(ttl * 1000), task_id], client=self._writer)
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
         # One script: a lease another process took meanwhile is never dropped.
         self._release(keys=[self._key("lease", task_id), self._running],
-                      args=[owner or "", task_id])
+                      args=[owner or "", task_id], client=self._writer)
 
     def expired_leases(self) -> List[str]:
         running = [i.decode() for i in self._redis.smembers(self._running)]
@@ -676,3 +691,6 @@ class RedisStore(TaskStore):
     def close(self) -> None:
         super().close()
         self._redis.close()
+        self._redis.connection_pool.disconnect()
+        self._writer.close()
+        self._writer.connection_pool.disconnect()
