@@ -27,6 +27,12 @@ longer change the task).
 
 Everything that waits (blocking sends, streams, resubscribes) reads the log
 from a sequence number on, so they all see the same events in the same order.
+
+A store outage shorter than ``store_grace`` (``A2A_STORE_GRACE``) loses no
+work: a run's appends are retried in order while its executor waits at its
+next emission (:meth:`Run._append`), followers wait for the store instead of
+ending, and keepers judge leases only a lease's time after an outage (see
+docs/workers-and-hosts.rst, "A store outage: the grace").
 """
 from __future__ import annotations
 
