@@ -43,7 +43,7 @@ import socket
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..concurrency import Worker, cooperate, gevent_active, let_io_run
 from ..protocol.errors import (
@@ -400,6 +400,9 @@ class Run:
         """
         self._check_can_emit()
         with self._appending:
+            failed, self._unsent_error = self._unsent_error, None
+            if failed is not None:
+                raise failed  # the background append this one waited for gave up
             unsent, self._unsent = self._unsent, []
             try:
                 self.record = record = self._append(unsent, events)
@@ -424,27 +427,28 @@ class Run:
         log moved past that place its entries are compared with them.
         """
         runtime = self.runtime
-        #: (seq, events) of the last append built, and of one whose outcome is unknown.
-        built: List[Any] = []
-        unsure: List[Any] = []
+        # (seq, events) of the last append built, and of one whose outcome is unknown.
+        built: Optional[Tuple[int, List[Event]]] = None
+        unsure: Optional[Tuple[int, List[Event]]] = None
 
         def build(record: TaskRecord) -> List[Event]:
-            if unsure:
+            nonlocal built, unsure
+            if unsure is not None:
                 seq, made = unsure
                 if record.seq == seq:
                     return list(made)  # the same place: the very same events again
                 if runtime.landed(self.task_id, seq, made):
                     raise _Landed(record)
-                unsure.clear()  # someone else wrote there: build anew
+                unsure = None  # someone else wrote there: build anew
             if record.state is TaskState.CANCELED:
                 raise TaskCancelled()
             if unsent:
                 check_transition(record.state, None)
             made = unsent + events(record.state)
-            built[:] = [record.seq, made]
+            built = (record.seq, made)
             return made
 
-        outage = Outage(runtime.store_grace)
+        outage: Optional[Outage] = None  # made on the first failure: emitting costs nothing
         try:
             while True:
                 try:
@@ -452,8 +456,10 @@ class Run:
                 except _Landed as landed:
                     return landed.record
                 except StoreUnavailable:
-                    if built and not unsure:
-                        unsure[:] = built
+                    if unsure is None:
+                        unsure = built
+                    if outage is None:
+                        outage = Outage(runtime.store_grace)
                     self.stalled = True
                     if runtime.store.closed or not outage.wait():
                         raise
