@@ -188,6 +188,34 @@ def test_past_the_grace_the_task_fails_once_with_one_log_line(opened, caplog):
     assert len(lines) == 1, lines
     assert "A2A_STORE_GRACE" in lines[0]
     assert store.expired_leases() == []
+    assert isinstance(run.error, StoreUnavailable)  # what a blocking send waiting on it gets
+
+
+@STORES
+def test_a_blocking_send_gets_a_clear_error_past_the_grace(opened, make_app):
+    """SendMessage (blocking) on a task whose store stays down past the grace: the
+    caller hears "task store unavailable" when the grace ends, not when the store is
+    back (nor a grace later)."""
+    store = opened()
+    blip = Blip(store)
+
+    def executor(ctx: Any) -> str:
+        ctx.working("started")
+        blip.out_for(20.0)
+        ctx.artifact("lost", artifact_id="out")
+        return "done"
+
+    client = make_app(executor, store=store, store_grace=0.5).test_client()
+    started = time.monotonic()
+    answer = client.post("/a2a", json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+                                       "params": {"message": {
+                                           "role": "ROLE_USER", "messageId": "m-1",
+                                           "parts": [{"text": "go"}]}}},
+                         headers={"A2A-Version": "1.0"}).get_json()
+    took = time.monotonic() - started
+    assert answer["error"]["code"] == -32603, answer
+    assert "unavailable" in answer["error"]["message"]
+    assert took < 15, took  # the grace (0.5 s), not the outage (20 s)
 
 
 @STORES

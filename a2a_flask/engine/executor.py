@@ -241,6 +241,7 @@ def invoke(executor: Executor, run: Run) -> None:
             run.runtime.fail_when_store_returns(
                 run.task_id, "The task store was unavailable while this task ran; the task "
                 "stopped and can be sent again.")
+            run.error = StoreUnavailable()  # a blocking send waiting on the run: 503 now
         elif run.reply is None:
             run.fail_to_start(StoreUnavailable())  # no task exists: the caller gets the 503
     except TaskTooLargeError as exc:  # a limit reached, not a bug: say which, no traceback

@@ -189,7 +189,9 @@ class Run:
         self.finished = threading.Event()
         self.cancel_requested = False
         #: Set (with :attr:`decided`) when the run ended before it could make a task or a
-        #: reply, such as when the store went down: the waiting caller gets this error.
+        #: reply, such as when the store went down, or (with :attr:`settled`) when it
+        #: stopped because the store stayed down past the grace: the waiting caller gets
+        #: this error.
         self.error: Optional[Exception] = None
         #: A stream waits for this run's first event: hand it over as soon as it exists.
         self.streamed = False
