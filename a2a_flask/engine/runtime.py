@@ -953,18 +953,21 @@ class Runtime:
             check_head = True
             # While the store is out the stream stays open (keep-alives go on) for up to
             # the grace, as the run's writes wait for it: then it goes on where it was.
-            outage = Outage(self.store_grace)
+            # (Made on the first failure: a parked stream holds no more than before.)
+            outage: Optional[Outage] = None
+            head_outage: Optional[Outage] = None  # the head's own (the reads may work)
             while True:
                 try:
                     entries = log.read(task_id, after_seq)
                 except StoreUnavailable:
+                    outage = outage or Outage(self.store_grace)
                     if not outage.wait():
                         raise
                     if time.monotonic() - idle_since >= heartbeat:
                         yield None
                         idle_since = time.monotonic()
                     continue
-                outage.over()
+                outage = None
                 for entry in entries:
                     yield entry
                     after_seq = entry.seq
@@ -989,9 +992,11 @@ class Runtime:
                     try:
                         head = log.recent_head(task_id)
                     except StoreUnavailable:
-                        if not outage.wait():
+                        head_outage = head_outage or Outage(self.store_grace)
+                        if not head_outage.wait():
                             raise
                         continue
+                    head_outage = None
                     if head is None or (head[1].terminal and head[0] <= after_seq):
                         return
                     check_head = False
