@@ -819,6 +819,9 @@ class Runtime:
         unfinished = [run for run in list(self._runs.values()) if not run.finished.is_set()]
         pid = os.getpid()
         for run in unfinished:
+            if self._runs.get(run.task_id) is not run:
+                continue  # another call (a signal, then the exit) is on it: one line per task
+            del self._runs[run.task_id]
             run.cancel_requested = True  # its next emission stops it
             try:
                 record = self.fail(run.task_id, (
@@ -833,7 +836,6 @@ class Runtime:
                             "lease expires and it fails then", run.task_id)
             if run.worker is not None:
                 run.worker.kill(TaskCancelled)
-            self._runs.pop(run.task_id, None)
 
     def _fail_orphan(self, task_id: str) -> None:
         """Fail a task whose runner stopped renewing its lease (killed worker, lost host)."""
