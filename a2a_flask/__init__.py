@@ -3,7 +3,7 @@
 Register one :class:`A2A` extension in an existing Flask app and a Python
 function becomes an A2A agent that any A2A client can discover, message,
 stream from, poll and cancel.  Everything an agent author needs is importable
-from here; the subpackages are the layers (see "How it is built" in the README).
+from here; the subpackages are the layers (see docs/internals.rst).
 """
 from typing import TYPE_CHECKING, Any
 

@@ -284,14 +284,15 @@ class BenchServer:
     kind = "gunicorn"
 
     def __init__(self, cpu: Union[int, str], worker_connections: int, chunks: int, *,
-                 workers: int = 1, store: str = "memory://") -> None:
+                 workers: int = 1, store: str = "memory://",
+                 env: Optional[Dict[str, str]] = None) -> None:
         self.port = free_port()
         self.workers = workers
         self.log_file = tempfile.NamedTemporaryFile(prefix=f"a2a-bench-{self.kind}-",
                                                     suffix=".log", delete=False)
-        env = {**os.environ, "BENCH_CHUNKS": str(chunks), "PYTHONUNBUFFERED": "1",
-               "FLASK_A2A_STORE": store, "BENCH_PORT": str(self.port)}
-        self.proc = subprocess.Popen(self.command(cpu, worker_connections), cwd=ROOT, env=env,
+        full_env = {**os.environ, "BENCH_CHUNKS": str(chunks), "PYTHONUNBUFFERED": "1",
+                    "FLASK_A2A_STORE": store, "BENCH_PORT": str(self.port), **(env or {})}
+        self.proc = subprocess.Popen(self.command(cpu, worker_connections), cwd=ROOT, env=full_env,
                                      stdout=self.log_file, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         self.worker_pids: List[int] = []
@@ -400,14 +401,15 @@ def pinned(cpu: Union[int, str], cmd: List[str]) -> List[str]:
 
 class PeerServer(BenchServer):
     """The official a2a-sdk server (``sdk_peer.py``): one uvicorn process on 127.0.0.1,
-    pinned like the gunicorn worker, its in-memory store keeping every task as it
-    comes (it has no ``/bench/forget``)."""
+    pinned like the gunicorn worker, its store keeping every task as it comes (it
+    has no ``/bench/forget``); ``env`` may name a database store (``sdk_peer.py``)."""
 
     forgets = False
     kind = "uvicorn"
 
-    def __init__(self, cpu: Union[int, str], chunks: int) -> None:
-        super().__init__(cpu, 0, chunks)
+    def __init__(self, cpu: Union[int, str], chunks: int,
+                 env: Optional[Dict[str, str]] = None) -> None:
+        super().__init__(cpu, 0, chunks, env=env)
 
     def command(self, cpu: Union[int, str], worker_connections: int) -> List[str]:
         return pinned(cpu, [sys.executable, "-m", "uvicorn", "--app-dir", str(BENCH_DIR),

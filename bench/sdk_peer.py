@@ -7,6 +7,11 @@ generator sends both servers the same A2A 1.0 JSON-RPC bytes:
 * ``POST /a2a``     echo agent: SUBMITTED, WORKING, the text as an artifact, COMPLETED.
 * ``POST /chunks``  chunk agent: ``BENCH_CHUNKS`` (100) appended text chunks, no sleep.
 
+Its tasks live in memory, or, when ``BENCH_SDK_STORE`` names an SQLAlchemy async
+URL (``postgresql+asyncpg://...``, ``mysql+aiomysql://...``), in the SDK's
+``DatabaseTaskStore`` there, in the tables ``BENCH_SDK_TABLE`` + ``_a2a`` and
+``_chunks`` (``bench/stores.py --phases peer`` uses this).
+
 Serve it by hand with::
 
     uvicorn --app-dir bench sdk_peer:app --port 8001 --no-access-log
@@ -20,7 +25,7 @@ from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events.event_queue_v2 import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore
+from a2a.server.tasks import InMemoryTaskStore, TaskStore
 from a2a.server.tasks.task_updater import TaskUpdater
 from a2a.types import (AgentCapabilities, AgentCard, AgentInterface, AgentSkill, Task,
                        TaskState, TaskStatus)
@@ -28,6 +33,8 @@ from starlette.applications import Starlette
 
 CHUNKS = int(os.environ.get("BENCH_CHUNKS", "100"))
 BASE = f"http://127.0.0.1:{os.environ.get('BENCH_PORT', '8000')}"
+STORE_URL = os.environ.get("BENCH_SDK_STORE", "")
+TABLE = os.environ.get("BENCH_SDK_TABLE", "a2a_sdk_bench")
 
 
 def card(name: str, path: str) -> AgentCard:
@@ -76,8 +83,19 @@ class Chunks(Echo):
         await updater.complete()
 
 
+def task_store(name: str) -> TaskStore:
+    """In memory, or the SDK's database store at ``BENCH_SDK_STORE`` (one engine each)."""
+    if not STORE_URL:
+        return InMemoryTaskStore()
+    from a2a.server.tasks import DatabaseTaskStore
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    return DatabaseTaskStore(create_async_engine(STORE_URL), table_name=f"{TABLE}_{name}")
+
+
 def routes(executor: AgentExecutor, agent_card: AgentCard, path: str) -> list:
-    handler = DefaultRequestHandler(agent_executor=executor, task_store=InMemoryTaskStore(),
+    handler = DefaultRequestHandler(agent_executor=executor,
+                                    task_store=task_store(path.strip("/")),
                                     agent_card=agent_card)
     return create_jsonrpc_routes(handler, path)
 

@@ -1,13 +1,20 @@
 #!/usr/bin/env python
 """Per-operation cost of the task stores as they grow: 10, 100, 1,000 and 10,000 tasks.
 
-One store per backend (memory, shelve, SQLite) grows to each size in turn, with
-tasks of ten events (a create, then nine appends of one status update each).
-At each size the script measures, on that store, in this process:
+One store per backend (memory, shelve, SQLite, and Redis with ``--redis-url``)
+grows to each size in turn, with tasks of ``--events`` events (a create, then
+appends of one status update each), all of one caller over 50 contexts.  At
+each size the script measures, on that store, in this process:
 
-* ``create`` and ``append``: ``--probe`` new tasks of ten events (timed per call);
-* ``load``, ``read`` (a whole ten-event log) and ``list`` (the first page of
-  ten, newest first): ``--samples`` calls on random existing tasks.
+* ``create`` and ``append``: ``--probe`` new tasks (timed per call);
+* ``load``, ``read`` (a whole log), ``list`` (the first page of ``--page``,
+  newest first), ``list-ctx`` (the same, of one context) and ``page-5`` (the
+  fifth page, through the page tokens): ``--samples`` calls.
+
+ListTasks on Redis at 100,000 tasks of one caller (O(page): the ratio column
+stays near 1)::
+
+    python bench/store_scale.py --stores redis --sizes 1000,10000,100000 --events 1 --page 50
 
 It prints the median microseconds per call and, per operation, the ratio of
 the largest size to the smallest (1.0 = flat).  Next to each row, the
@@ -44,16 +51,34 @@ from a2a_flask.protocol.models import (  # noqa: E402
 from a2a_flask.stores import MemoryStore, ShelveStore, SQLiteStore, TaskStore  # noqa: E402
 from a2a_flask.stores.base import TaskQuery, TaskRecord  # noqa: E402
 
-OPERATIONS = ("create", "append", "load", "read", "list")
+OPERATIONS = ("create", "append", "load", "read", "list", "list-ctx", "page-5")
+#: Events per task (``--events``) and tasks per page (``--page``).
 EVENTS_PER_TASK = 10
+PAGE = 10
 
 
-def open_store(kind: str, directory: str) -> TaskStore:
+def open_store(kind: str, directory: str, redis_url: str) -> TaskStore:
     if kind == "memory":
         return MemoryStore()
     if kind == "shelve":
         return ShelveStore(f"{directory}/shelve/tasks")
+    if kind == "redis":
+        from a2a_flask.stores.redis import RedisStore
+        return RedisStore(f"{redis_url}?prefix=a2a-bench-{os.getpid()}")
     return SQLiteStore(f"{directory}/sqlite/tasks.db")
+
+
+def drop_redis_prefix(store: TaskStore) -> None:
+    """Delete every key of the bench's Redis prefix."""
+    client = store._redis  # type: ignore[attr-defined]
+    for key in client.scan_iter(match=f"{store.prefix}:*", count=1000):  # type: ignore
+        client.delete(key)
+
+
+def fifth_page(store: TaskStore) -> None:
+    token = ""
+    for _ in range(5):
+        token = store.list_tasks(TaskQuery(page_size=PAGE, page_token=token)).next_page_token
 
 
 def stamp(n: int) -> str:
@@ -100,10 +125,15 @@ def measure(store: TaskStore, size: int, probe: int, samples: int,
     timings["load"] = timed(lambda: store.load(next(picks)), samples)
     # list(): a store may hand out a slice undecoded; a reader decodes every entry.
     timings["read"] = timed(lambda: list(store.read(next(picks), 0)), samples)
-    timings["list"] = timed(lambda: store.list_tasks(TaskQuery(page_size=10)), samples)
+    timings["list"] = timed(lambda: store.list_tasks(TaskQuery(page_size=PAGE)), samples)
+    timings["list-ctx"] = timed(
+        lambda: store.list_tasks(TaskQuery(page_size=PAGE, context_id="ctx-7")), samples)
+    timings["page-5"] = timed(lambda: fifth_page(store), max(1, samples // 5))
     for n in range(10_000_000 + size, 10_000_000 + size + probe):  # probes: ids apart
         add_task(store, n, timings)
-    return {op: statistics.median(values) for op, values in timings.items()}
+    # (no appends when tasks have one event)
+    return {op: statistics.median(values) if values else float("nan")
+            for op, values in timings.items()}
 
 
 def flush_baseline(directory: str, samples: int) -> float:
@@ -119,19 +149,25 @@ def flush_baseline(directory: str, samples: int) -> float:
 
 
 def main() -> int:
+    global EVENTS_PER_TASK, PAGE
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default="10,100,1000,10000")
     parser.add_argument("--stores", default="memory,shelve,sqlite")
     parser.add_argument("--probe", type=int, default=20, help="tasks created per measurement")
     parser.add_argument("--samples", type=int, default=200, help="calls per read operation")
+    parser.add_argument("--events", type=int, default=EVENTS_PER_TASK, help="events per task")
+    parser.add_argument("--page", type=int, default=PAGE, help="tasks per ListTasks page")
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15",
+                        help="the Redis of the redis store (a key prefix of its own, dropped)")
     options = parser.parse_args()
+    EVENTS_PER_TASK, PAGE = options.events, options.page
     sizes = sorted(int(s) for s in options.sizes.split(","))
     kinds = options.stores.split(",")
     rng = random.Random(7)
     results: Dict[str, Dict[int, Dict[str, float]]] = {kind: {} for kind in kinds}
     with tempfile.TemporaryDirectory(prefix="a2a-store-scale-") as directory:
         for kind in kinds:
-            store = open_store(kind, directory)
+            store = open_store(kind, directory, options.redis_url)
             filled = 0
             fill: Dict[str, List[float]] = {op: [] for op in OPERATIONS}
             started = time.monotonic()
@@ -141,12 +177,14 @@ def main() -> int:
                     filled += 1
                 results[kind][size] = measure(store, size, options.probe, options.samples, rng)
                 results[kind][size]["flush"] = flush_baseline(directory, options.samples // 4)
+            if kind == "redis":
+                drop_redis_prefix(store)
             store.close()
             print(f"# {kind}: filled to {filled} tasks in {time.monotonic() - started:.1f} s",
                   file=sys.stderr)
     width = 10
     print(f"median microseconds per call; tasks of {EVENTS_PER_TASK} events; "
-          f"list = first page of 10")
+          f"list = first page of {PAGE}; list-ctx: of one context; page-5: pages 1 to 5")
     print(f"{'store':8} {'tasks':>7} " + " ".join(f"{op:>{width}}" for op in OPERATIONS)
           + f" {'disk flush':>{width}}")
     for kind in kinds:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark a2a_flask's task stores, and how gunicorn gevent workers scale on shared stores.
 
-Three phases; the first two reuse ``bench.py`` (its server, load generator, noise checks):
+Four phases; the first two reuse ``bench.py`` (its server, load generator, noise checks):
 
 * ``stores``: SendMessage req/s (echo agent, blocking) and SSE events/s (the
   100-chunk agent) at concurrency 32 for each store (memory, shelve, sqlite,
@@ -22,6 +22,12 @@ Three phases; the first two reuse ``bench.py`` (its server, load generator, nois
   the workers cannot show the target.
 * ``lengths``: the per-event cost of a 10-chunk and a 1,000-chunk stream on
   each store, and their ratio (``stream_length.py``, run as a child process).
+* ``peer``: on each SQL store of ``--stores``, blocking SendMessage against the
+  official a2a-sdk server (``sdk_peer.py``, one uvicorn process on the same
+  CPU) on its ``DatabaseTaskStore`` in the same database server (asyncpg for
+  PostgreSQL, aiomysql for MariaDB: ``pip install asyncpg aiomysql``), runs
+  alternating; the table shows both rates, their ratio and each server's CPU
+  per request.  Not in the default phases.
 
 Shelve and SQLite files live in a temporary directory removed at the end;
 Redis keys use a unique prefix in ``--redis-url``'s database and are deleted
@@ -53,7 +59,11 @@ from bench import BenchServer, RunResult, Scenario, format_table, say
 STORES = ("memory", "shelve", "sqlite", "redis", "postgresql", "mariadb")
 SQL_STORES = ("postgresql", "mariadb")
 PLACEMENTS = ("pinned", "shared", "spread")
-PHASES = ("stores", "scale", "lengths")
+PHASES = ("stores", "scale", "lengths", "peer")
+DEFAULT_PHASES = ("stores", "scale", "lengths")
+#: The official SDK's async driver per SQL store (``peer`` phase).
+SDK_DRIVERS = {"postgresql": ("postgresql://", "postgresql+asyncpg://", "asyncpg"),
+               "mariadb": ("mysql://", "mysql+aiomysql://", "aiomysql")}
 #: The scenarios of the stores and scale phases: ``bench.scenarios`` key -> (label, unit).
 SCENARIOS = {"send": ("SendMessage", "req/s"), "stream": ("SSE", "events/s")}
 #: ``-w 2`` over ``-w 1``, for the stores under test (the control has no target).
@@ -106,7 +116,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--stores", default=",".join(STORES), help="stores to compare (memory first)")
-    p.add_argument("--phases", default=",".join(PHASES), help=f"subset of {','.join(PHASES)}")
+    p.add_argument("--phases", default=",".join(DEFAULT_PHASES),
+                   help=f"subset of {','.join(PHASES)}")
     p.add_argument("--duration", type=float, default=3.0, help="seconds per measured run")
     p.add_argument("--repeat", type=int, default=5, help="runs per figure (medians reported)")
     p.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds per server and scenario")
@@ -283,6 +294,14 @@ class StoreSites:
         name = self._sql_names[key]
         base = self.sql_servers[store]
         return f"{base}?schema={name}" if store == "postgresql" else f"{base}/{name}"
+
+    def drop_tables(self, store: str, names: List[str]) -> None:
+        """Drop tables made on the server's default database (the SDK peer's)."""
+        import sqlalchemy as sa
+
+        with self.sql_admin(store).begin() as conn:
+            for name in names:
+                conn.execute(sa.text(f'DROP TABLE IF EXISTS "{name}"'))
 
     def drop_sql(self) -> None:
         import sqlalchemy as sa
@@ -962,6 +981,8 @@ class Report:
     scale: List[ScaleResult] = field(default_factory=list)
     scale_skipped: Dict[str, str] = field(default_factory=dict)
     lengths: str = ""
+    peer: List[Tuple[str, bench.Comparison]] = field(default_factory=list)
+    peer_skipped: Dict[str, str] = field(default_factory=dict)
 
 
 def print_report(report: Report, opts: Options) -> None:
@@ -983,6 +1004,11 @@ def print_report(report: Report, opts: Options) -> None:
     if report.lengths:
         print(f"\nper-event cost by stream length (CPU time of engine + store, "
               f"medians of {opts.repeat} runs):\n{report.lengths}")
+    if report.peer:
+        print()
+        print(peer_table(report.peer, env))
+    for store, why in report.peer_skipped.items():
+        print(f"{store}: skipped in the peer phase ({why})")
 
 
 def print_scale(report: Report, opts: Options) -> None:
@@ -1023,6 +1049,13 @@ def to_json(report: Report, opts: Options) -> Dict[str, Any]:
         "lengths": report.lengths,
         "scale": [scale_json(r) for r in report.scale],
         "scale_skipped": report.scale_skipped,
+        "peer": [dict(store=store, measure=c.measure, concurrency=c.concurrency,
+                      a2a_flask=c.a2a_median, a2a_sdk=c.ceiling_median, ratio=c.ratio,
+                      a2a_flask_cpu_us=c.a2a_cost_us, a2a_sdk_cpu_us=c.ceiling_cost_us,
+                      a2a_flask_runs=[asdict(r) for r in c.a2a_runs],
+                      a2a_sdk_runs=[asdict(r) for r in c.ceiling_runs])
+                 for store, c in report.peer],
+        "peer_skipped": report.peer_skipped,
     }
 
 
@@ -1036,6 +1069,64 @@ def lengths_phase(opts: Options) -> str:
          "--postgres-url", opts.postgres_url, "--mariadb-url", opts.mariadb_url],
         stdout=subprocess.PIPE, text=True, timeout=opts.phase_timeout, check=True)
     return done.stdout.strip("\n")  # the table right-justifies its first column
+
+
+# ====================================================================== phase: peer
+
+
+def peer_phase(opts: Options, cfg: bench.Config, sites: StoreSites, report: Report) -> None:
+    """Blocking SendMessage on each SQL store of ``--stores``: a2a_flask (one gevent
+    worker) against the official SDK's server on its ``DatabaseTaskStore``, in the
+    same database server, on the same CPU, runs alternating."""
+    import importlib.util
+    from dataclasses import replace
+
+    bench.pin_self(opts.client_cpu)
+    wanted = [s for s in opts.stores if s in SQL_STORES]
+    names, report.peer_skipped = usable_stores(wanted, sites)
+    if not bench.peer_installed():
+        report.peer_skipped.update({n: "pip install 'a2a-sdk[http-server]' uvicorn" for n in names})
+        return
+    send = bench.scenarios(opts.chunks)["send"]
+    for store in names:
+        old, new, driver = SDK_DRIVERS[store]
+        if importlib.util.find_spec(driver) is None:
+            report.peer_skipped[store] = f"the SDK's store needs {driver}: pip install {driver}"
+            continue
+        ours = start_server(sites, store, f"peer-{store}", str(opts.server_cpu), 1, opts.chunks)
+        # MariaDB: a database of its own; PostgreSQL: tables of their own in the public schema.
+        base = sites.sql_url(store, f"peer-sdk-{store}") if store == "mariadb" \
+            else sites.sql_servers[store]
+        table = f"{sites.prefix.replace('-', '_')}_sdk"
+        peer = bench.PeerServer(opts.server_cpu, opts.chunks, env={
+            "BENCH_SDK_STORE": base.replace(old, new, 1), "BENCH_SDK_TABLE": table})
+        say(f"phase peer: {store}: a2a_flask (gunicorn, one gevent worker) and a2a-sdk "
+            f"(uvicorn, DatabaseTaskStore) on CPU {opts.server_cpu}")
+        try:
+            peer.wait_ready()
+            report.peer.append((store, bench.compare(
+                ours, cfg, "SendMessage", "req/s", send,
+                replace(send, label="a2a-sdk " + send.label), opts.concurrency,
+                ceiling_server=peer, ceiling_name="a2a-sdk")))
+        except BaseException:
+            peer.keep_log = ours.keep_log = True
+            raise
+        finally:
+            peer.stop()
+            ours.stop()
+            if store == "postgresql":
+                sites.drop_tables(store, [f"{table}_a2a", f"{table}_chunks"])
+
+
+def peer_table(rows: List[Tuple[str, bench.Comparison]], env: Dict[str, Any]) -> str:
+    """a2a_flask against the official SDK's server on the same database."""
+    table = [(f"store: SendMessage (req/s), a2a-sdk {env.get('a2a_sdk')} DatabaseTaskStore",
+              "a2a_flask", "a2a-sdk", "a2a_flask / sdk", "CPU a2a_flask", "CPU a2a-sdk")]
+    for store, c in rows:
+        table.append((f"{store} c={c.concurrency}", f"{c.a2a_median:,.0f}",
+                      f"{c.ceiling_median:,.0f}", f"{c.ratio:.2f}x",
+                      f"{c.a2a_cost_us:,.0f} us/request", f"{c.ceiling_cost_us:,.0f} us/request"))
+    return format_table(table)
 
 
 def run(opts: Options, report: Report) -> None:
@@ -1056,6 +1147,9 @@ def run(opts: Options, report: Report) -> None:
             run_scale(opts, cfg, sites, report)
         if "lengths" in opts.phases:
             report.lengths = lengths_phase(opts)
+        if "peer" in opts.phases:
+            with gevent.Timeout(opts.phase_timeout, RuntimeError("peer phase timed out")):
+                peer_phase(opts, cfg, sites, report)
     finally:
         sites.close()
         report.env["elapsed_s"] = round(time.monotonic() - started, 1)

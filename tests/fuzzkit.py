@@ -489,7 +489,7 @@ REASONS = {
     -32040: "UNAUTHENTICATED", -32041: "PERMISSION_DENIED", -32042: "RESOURCE_EXHAUSTED",
 }
 #: JSON-RPC errors that are failures of the HTTP exchange itself keep an HTTP status
-#: (README: credentials 401/403, size 413, rate 429); every other answer is HTTP 200.
+#: (docs/protocol.rst: credentials 401/403, size 413, rate 429); every other answer is HTTP 200.
 RPC_HTTP_STATUS = {("UNAUTHENTICATED", -32040): 401, ("PERMISSION_DENIED", -32041): 403,
                    ("RESOURCE_EXHAUSTED", -32042): 429, ("PAYLOAD_TOO_LARGE", -32600): 413}
 #: HTTP status and gRPC status names allowed for each REST error reason (1.0.1 mapping;

@@ -3,7 +3,7 @@
 Requests carry no ``A2A-Version`` (or ``0.3``/``0.2``), as 0.x clients send them.
 Every response and stream event is validated against the official schema of
 its generation (v0.3, plus v0.2 where the shape is the same; v0.1 for 0.1).
-Also: the negotiation table of README.rst row by row, the union agent card,
+Also: the negotiation table of docs/protocol.rst row by row, the union agent card,
 and tenant scoping through ``params.tenant``.
 """
 from __future__ import annotations
@@ -873,7 +873,7 @@ def test_shared_cancel_answers_in_the_dialect_of_the_task(client):
     assert new_canceled["kind"] == "task" and new_canceled["status"]["state"] == "canceled"
 
 
-# ================================================================== negotiation (README table)
+# ================================================================== negotiation (docs/protocol.rst table)
 
 
 def send_1_0_params() -> Dict[str, Any]:

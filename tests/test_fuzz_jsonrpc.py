@@ -5,7 +5,7 @@ are recorded, with seeded tasks (completed, input-required, working, and a task
 created by a 0.1 client) and a seeded push config, and asserts for every answer:
 
 * ``application/json`` (or a stream), never HTML, never a traceback; HTTP 200, except
-  for failures of the HTTP exchange itself (401 credentials, 413 size: README);
+  for failures of the HTTP exchange itself (401 credentials, 413 size: docs/protocol.rst);
 * a well-formed JSON-RPC 2.0 response: ``jsonrpc: "2.0"``, ``result`` xor
   ``error``, ``id`` echoing the request id when it was readable and null otherwise;
 * an error code from the set the digest allows for that defect (exactly one code

@@ -1,10 +1,13 @@
-"""Every code block of README.rst runs here, as a reader would paste it.
+"""Every code block of README.rst and of each ``docs/*.rst`` page runs here, as a
+reader would paste it.
 
-Blocks are collected from the file, so an edit to the README is tested as it is.
-The convention (also for new sections):
+Blocks are collected from the files, so an edit to a page is tested as it is.
+Each page is read on its own (its own namespace, shell and server), top to
+bottom.  The convention (also for new sections and new pages):
 
 * ``.. code-block:: python`` (and ``::`` literal blocks, read as Python) run in
-  README order in one namespace: a block may use names an earlier block defined.
+  page order in one namespace: a block may use names an earlier block of the
+  same page defined.
   A block that defines ``test_*`` functions is a pytest module: it is written to
   a file and run by pytest (with the repository on ``sys.path``).
 * ``.. code-block:: console`` blocks hold ``$ command`` lines (indented lines
@@ -12,7 +15,7 @@ The convention (also for new sections):
   stands for anything.  ``pip install`` commands are not run (the suite runs in
   an installed checkout) but the extras they name must exist; a ``gunicorn``
   command starts a real server in the background, on a free port, replacing the
-  one a previous command started.
+  one a previous command of the page started.
 * Every address ``127.0.0.1:8000`` / ``localhost:8000`` in any block means "the
   server the last gunicorn command started" and is rewritten to its port.
 * Any other block (``sh``, ``text``...) cannot run as it is: it must carry a
@@ -43,6 +46,10 @@ from a2a_flask.config import config_key, field_default, field_types, kind_of, re
 from .helpers import ROOT, free_port, stop_process_group
 
 README = ROOT / "README.rst"
+#: The pages whose blocks run: the README, then the manual's pages in name order.
+PAGES = [README] + sorted((ROOT / "docs").glob("*.rst"))
+#: The settings table and its type legend (moved from the README, issue 37).
+CONFIGURATION = ROOT / "docs" / "configuration.rst"
 ADDRESS = re.compile(r"(127\.0\.0\.1|localhost):8000\b")
 NOT_RUN = re.compile(r"^\.\. not-run:(.*)$")
 DIRECTIVE = re.compile(r"^(\s*)\.\. (?:code-block|code|sourcecode)::\s*(\S*)\s*$")
@@ -55,6 +62,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @dataclass
 class Block:
+    page: str  # the file, relative to the repository (``docs/protocol.rst``)
     section: str
     language: str
     text: str
@@ -64,7 +72,11 @@ class Block:
     @property
     def id(self) -> str:
         slug = re.sub(r"[^a-z0-9]+", "-", self.section.lower()).strip("-")
-        return f"{slug}-L{self.line}"
+        return f"{Path(self.page).stem}-{slug}-L{self.line}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
 
 def _indent(line: str) -> int:
@@ -97,7 +109,7 @@ def _marker_before(lines: List[str], index: int) -> Tuple[Optional[str], Optiona
     return (match.group(1).strip(), j) if match else (None, None)
 
 
-def collect(text: str) -> Tuple[List[Block], List[int]]:
+def collect(text: str, page: str = "README.rst") -> Tuple[List[Block], List[int]]:
     """The code blocks of a reST text, and the lines of ``.. not-run:`` markers
     that precede no block (0-based)."""
     lines = text.splitlines()
@@ -128,7 +140,7 @@ def collect(text: str) -> Tuple[List[Block], List[int]]:
                 used_markers.add(marker)
             body, after = _body(lines, i, _indent(line))
             if body:
-                blocks.append(Block(section, language, body, i + 1, reason))
+                blocks.append(Block(page, section, language, body, i + 1, reason))
             i = after
             continue
         i += 1
@@ -136,21 +148,33 @@ def collect(text: str) -> Tuple[List[Block], List[int]]:
     return blocks, stray
 
 
-BLOCKS, STRAY_MARKERS = collect(README.read_text())
+def _collect_pages() -> Tuple[List[Block], List[str]]:
+    blocks: List[Block] = []
+    stray: List[str] = []
+    for path in PAGES:
+        name = path.relative_to(ROOT).as_posix()
+        found, unused = collect(path.read_text(encoding="utf-8"), name)
+        blocks += found
+        stray += [f"{name}:{n + 1}" for n in unused]
+    return blocks, stray
+
+
+BLOCKS, STRAY_MARKERS = _collect_pages()
 #: The blocks a reader can paste; the not-run ones are checked for a reason by
 #: test_the_collector_sees_the_readme_blocks (a test per block would only skip).
 RUN = [b for b in BLOCKS if b.not_run is None]
 
 
 def test_the_collector_sees_the_readme_blocks():
-    languages = {b.language for b in BLOCKS}
+    languages = {b.language for b in BLOCKS if b.page == "README.rst"}
     assert {"python", "console"} <= languages
-    assert not STRAY_MARKERS, [f"README.rst:{n + 1}" for n in STRAY_MARKERS]
+    assert {"README.rst", "docs/observability.rst", "docs/quickstart.rst"} <= {b.page for b in RUN}
+    assert not STRAY_MARKERS, STRAY_MARKERS
     for block in BLOCKS:
         if block.not_run is not None:
-            assert len(block.not_run) >= 10, f"README.rst:{block.line}: give a real reason"
+            assert len(block.not_run) >= 10, f"{block.where}: give a real reason"
         elif block.language not in ("python", "console"):
-            pytest.fail(f"README.rst:{block.line} ({block.section}): no runner for "
+            pytest.fail(f"{block.where} ({block.section}): no runner for "
                         f"{block.language!r} blocks; write it as a console block with $ prompts, "
                         "or put '.. not-run: <reason>' right before it")
 
@@ -181,6 +205,7 @@ Other
 
 .. not-run: dangling
 """)
+    assert {b.page for b in blocks} == {"README.rst"}
     assert [(b.section, b.language, b.text, b.not_run) for b in blocks] == [
         ("Title", "python", "x = 1", None), ("Title", "sh", "psql", "needs a database"),
         ("Title", "python", "y = x + 1\n\nz = y", None)]
@@ -197,7 +222,7 @@ class Outcome:
 
 @dataclass
 class Reader:
-    """Pastes the README's blocks in order: one Python namespace, one shell, one server."""
+    """Pastes one page's blocks in order: one Python namespace, one shell, one server."""
 
     tmp: Path
     namespace: Dict[str, Any] = field(default_factory=lambda: {"__name__": "readme"})
@@ -223,12 +248,12 @@ class Reader:
         elif re.search(r"^def test_", block.text, re.M):
             self.pytest_module(block)
         else:
-            code = compile(self.localise(block.text), f"README.rst:{block.line}", "exec")
+            code = compile(self.localise(block.text), block.where, "exec")
             with contextlib.redirect_stdout(io.StringIO()):
                 exec(code, self.namespace)
 
     def pytest_module(self, block: Block) -> None:
-        module = self.tmp / f"test_readme_block_{block.line}.py"
+        module = self.tmp / f"test_readme_block_{Path(block.page).stem}_{block.line}.py"
         module.write_text(self.localise(block.text) + "\n")
         result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                  str(module)], cwd=self.tmp, env=self.env(), capture_output=True,
@@ -306,26 +331,28 @@ def check_extras(command: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def pasted(tmp_path_factory) -> Dict[int, Outcome]:
-    """Every block a reader can paste, run in README order; each one's outcome by its line."""
-    reader = Reader(tmp_path_factory.mktemp("readme"))
-    outcomes: Dict[int, Outcome] = {}
-    try:
-        for block in RUN:
-            try:
-                reader.run(block)
-                outcomes[block.line] = Outcome()
-            except Exception:
-                outcomes[block.line] = Outcome(error=traceback.format_exc())
-    finally:
-        reader.stop()
+def pasted(tmp_path_factory) -> Dict[str, Outcome]:
+    """Every block a reader can paste, each page in its own reader, in page order;
+    each block's outcome by ``page:line``."""
+    outcomes: Dict[str, Outcome] = {}
+    for page in dict.fromkeys(b.page for b in RUN):
+        reader = Reader(tmp_path_factory.mktemp("readme"))
+        try:
+            for block in (b for b in RUN if b.page == page):
+                try:
+                    reader.run(block)
+                    outcomes[block.where] = Outcome()
+                except Exception:
+                    outcomes[block.where] = Outcome(error=traceback.format_exc())
+        finally:
+            reader.stop()
     return outcomes
 
 
 @pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
 def test_block_runs(block, pasted):
-    outcome = pasted[block.line]
-    assert outcome.error is None, f"README.rst:{block.line} ({block.section}):\n{outcome.error}"
+    outcome = pasted[block.where]
+    assert outcome.error is None, f"{block.where} ({block.section}):\n{outcome.error}"
 
 
 def test_every_pip_install_in_the_readme_names_real_extras():
@@ -334,17 +361,28 @@ def test_every_pip_install_in_the_readme_names_real_extras():
     assert any("'a2a-flask[" in c for c in commands)      # from the package index
     for command in commands:
         check_extras(command)
+    for page in PAGES[1:]:  # the manual's, run or not
+        for command in re.findall(r"pip install [^`\n]+", page.read_text(encoding="utf-8")):
+            check_extras(command)
+
+
+def test_the_readme_links_files_of_a_fresh_clone():
+    """Its links to the manual are paths in the repository (GitHub and a clone show
+    them; the Sphinx manual does not include the README), and each file exists."""
+    targets = re.findall(r"`[^`<]+<([^>`]+)>`_", README.read_text())
+    local = [t for t in targets if "://" not in t]
+    assert {"docs/protocol.rst", "docs/configuration.rst", "docs/operating.rst",
+            "docs/observability.rst", "docs/internals.rst", "bench/README.rst"} <= set(local)
+    assert [t for t in local if not (ROOT / t).is_file()] == []
 
 
 # ------------------------------------------------------------------ the settings table
 
 
 def config_table(text: str) -> Dict[str, Tuple[str, str]]:
-    """``A2A_X`` -> (type, default) from the README's settings table."""
-    section = text[text.index("\nConfiguration\n"):]
-    section = section[:re.search(r"\n[^\n]+\n-{3,}\n", section[20:]).start() + 20]
+    """``A2A_X`` -> (type, default) from the settings table of docs/configuration.rst."""
     rows: Dict[str, Tuple[str, str]] = {}
-    lines = section.splitlines()
+    lines = text.splitlines()
     header = next(i for i, l in enumerate(lines) if l.startswith("Key ") and "Default" in l)
     border = lines[header - 1]
     spans = [(m.start(), m.end()) for m in re.finditer(r"=+", border)]
@@ -359,7 +397,7 @@ def config_table(text: str) -> Dict[str, Tuple[str, str]]:
 
 
 def test_the_settings_table_lists_every_setting_with_its_type_and_default():
-    rows = config_table(README.read_text())
+    rows = config_table(CONFIGURATION.read_text())
     expected = {config_key(name): tp for name, tp in field_types().items()}
     assert sorted(rows) == sorted(expected), (
         f"missing: {sorted(set(expected) - set(rows))}, unknown: {sorted(set(rows) - set(expected))}")
@@ -377,8 +415,8 @@ def test_the_settings_table_lists_every_setting_with_its_type_and_default():
 
 
 def test_the_type_legend_names_every_kind_of_setting():
-    text = README.read_text()
-    legend = text[text.index("\nConfiguration\n"):text.index("Key   ")]
+    text = CONFIGURATION.read_text()
+    legend = text[text.index("Type   "):text.index("Key   ")]
     for tp in field_types().values():
         assert re.search(rf"^{re.escape(kind_of(tp).name.replace(' or unset', ''))}\s{{2,}}",
                          legend, re.M), kind_of(tp).name

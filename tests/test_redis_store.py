@@ -10,15 +10,16 @@ import uuid
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
+import redis
 import requests
 
 from a2a_flask.protocol.models import TaskState, new_id
-from a2a_flask.stores.base import TaskQuery, split_key
+from a2a_flask.stores.base import TaskQuery, TaskRecord, split_key
 from a2a_flask.stores.redis import LAYOUT, RedisStore
 
 from .conftest import REDIS_URL, drop_redis_prefix, redis_up
 from .helpers import V1, Server, rpc_body
-from .test_stores import append, create, ids, stamp, status_event
+from .test_stores import append, create, ids, make_task, stamp, status_event
 
 S = TaskState
 #: Callers whose ``tenant:owner`` is one string: 0.1.0 gave each pair one index.
@@ -126,10 +127,10 @@ def test_an_expired_tasks_id_taken_by_another_caller_never_lists_for_the_first(p
         filtered = store.list_tasks(TaskQuery(tenant="acme", owner="alice", state=S.COMPLETED))
         assert (ids(filtered), filtered.total_size) == ([], 0)
 
-        # The purge takes alice's stale entry (its score is old) and only that:
-        # bob's finished task, newer than the cutoff, stays.
-        assert store.purge(stamp(30)) == 1
+        # Alice's list met her stale entry and took it out; the purge has nothing of
+        # hers left, and bob's finished task, newer than the cutoff, stays.
         assert store._redis.zcard(store._index("acme", "alice")) == 0
+        assert store.purge(stamp(30)) == 0
         assert store.load("reused").owner == "bob"
         assert listed(store, "acme", "bob") == (["reused"], 1)
     finally:
@@ -266,6 +267,141 @@ def test_processes_opening_the_store_at_once_all_see_every_task(prefix):
     try:
         assert keys(store, "idx") == []
         assert store._redis.get(f"{prefix}:layout") == LAYOUT
+    finally:
+        store.close()
+
+
+# ----------------------------------------------------------------- ListTasks in O(page)
+
+
+class CountingPipelines:
+    """Counts the task hashes a store's pipelines read (HMGET and HGETALL)."""
+
+    def __init__(self, store: RedisStore) -> None:
+        self.reads = 0
+        self._pipeline = store._redis.pipeline
+        store._redis.pipeline = self.pipeline
+
+    def pipeline(self, *args: Any, **kwargs: Any) -> Any:
+        pipe = self._pipeline(*args, **kwargs)
+        counter = self
+
+        class Counted(type(pipe)):  # type: ignore[misc]
+            def hmget(self, *a: Any, **k: Any) -> Any:
+                counter.reads += 1
+                return super().hmget(*a, **k)
+
+            def hgetall(self, *a: Any, **k: Any) -> Any:
+                counter.reads += 1
+                return super().hgetall(*a, **k)
+
+        pipe.__class__ = Counted
+        return pipe
+
+
+def fill_many(store: RedisStore, count: int) -> None:
+    """``count`` (< 1,000) tasks of one caller over two contexts, one in three
+    finished, each updated at its own millisecond but the ten newest, finished at
+    the same one (ties)."""
+    for n in range(count):
+        task = make_task(f"t{n:04d}", context_id="even" if n % 2 == 0 else "odd")
+        task.status.timestamp = f"2025-01-01T00:00:00.{n:03d}Z"
+        store.create(TaskRecord(task, 1, "", "", "1.0", task.status.timestamp), task)
+        if n % 3 == 0:
+            event = status_event(task.id, S.COMPLETED)
+            event.status.timestamp = (f"2025-01-01T00:00:01.{n:03d}Z" if n >= 30
+                                      else "2025-01-01T00:00:02.000Z")
+            append(store, task.id, [event])
+
+
+@pytest.mark.parametrize("query", [
+    TaskQuery(page_size=10), TaskQuery(page_size=10, context_id="odd"),
+    TaskQuery(page_size=10, state=S.COMPLETED), TaskQuery(page_size=10, updated_after=stamp(30)),
+], ids=["all", "context", "state", "updated_after"])
+def test_a_page_reads_the_page_not_the_callers_tasks(prefix, query):
+    """600 tasks: each page reads a few dozen task hashes, not 600, and the pages
+    together are the whole filtered list with the right total."""
+    store = open_store(prefix)
+    try:
+        fill_many(store, 600)
+        everything = store.list_tasks(TaskQuery(page_size=100, context_id=query.context_id,
+                                                state=query.state,
+                                                updated_after=query.updated_after))
+        counting = CountingPipelines(store)
+        seen: List[str] = []
+        token, pages = "", 0
+        while True:
+            before = counting.reads
+            page = store.list_tasks(TaskQuery(
+                page_size=10, context_id=query.context_id, state=query.state,
+                updated_after=query.updated_after, page_token=token))
+            # The page's hashes twice (checked, then read whole), the batches' growth
+            # (each twice the last) and the ties at the page token's time: a few
+            # pages' worth, never the 600.
+            assert counting.reads - before <= 6 * 10, counting.reads - before
+            assert page.total_size == everything.total_size
+            seen.extend(ids(page))
+            pages += 1
+            token = page.next_page_token
+            if not token or pages == 5:
+                break
+        assert seen == ids(everything)[:len(seen)] and len(seen) == min(50, len(ids(everything)))
+    finally:
+        store.close()
+
+
+def test_a_state_change_moves_the_task_between_state_indexes(prefix):
+    store = open_store(prefix)
+    try:
+        create(store, "a", S.WORKING, second=1)
+        working, completed = (store._state_index("", "", s.value) for s in (S.WORKING, S.COMPLETED))
+        assert store._redis.zrange(working, 0, -1) == [b"a"]
+        append(store, "a", [status_event("a", S.COMPLETED, second=2)])
+        assert store._redis.zrange(working, 0, -1) == []
+        assert store._redis.zrange(completed, 0, -1) == [b"a"]
+        assert ids(store.list_tasks(TaskQuery(state=S.WORKING))) == []
+        assert ids(store.list_tasks(TaskQuery(state=S.COMPLETED))) == ["a"]
+        assert store.purge(stamp(30)) == 1
+        assert keys(store, "owned-ctx") == keys(store, "owned-state") == keys(store, "owned") == []
+    finally:
+        store.close()
+
+
+def test_the_context_and_state_indexes_of_an_older_store_are_built_at_its_first_call(prefix):
+    store = open_store(prefix)
+    fill_many(store, 40)
+    expected = {name: ids(store.list_tasks(TaskQuery(page_size=100, **query))) for name, query in (
+        ("odd", {"context_id": "odd"}), ("done", {"state": S.COMPLETED}),
+        ("both", {"context_id": "even", "state": S.SUBMITTED}))}
+    assert all(expected.values())
+    for key in keys(store, "owned-ctx") + keys(store, "owned-state"):
+        store._redis.delete(key)
+    store._redis.set(f"{prefix}:layout", "2")  # as a store of layout 2 left it
+    store.close()
+
+    def lists(store: RedisStore) -> dict:
+        return {name: ids(store.list_tasks(TaskQuery(page_size=100, **query))) for name, query
+                in (("odd", {"context_id": "odd"}), ("done", {"state": S.COMPLETED}),
+                    ("both", {"context_id": "even", "state": S.SUBMITTED}))}
+
+    # While another process upgrades it (it holds the lock), a filtered list reads
+    # the caller's index.
+    client = redis.Redis.from_url(REDIS_URL)
+    client.set(f"{prefix}:upgrading", "1", ex=60)
+    meanwhile = open_store(prefix)
+    try:
+        assert meanwhile._redis.get(f"{prefix}:layout") == b"2"
+        assert lists(meanwhile) == expected
+    finally:
+        meanwhile.close()
+    client.delete(f"{prefix}:upgrading")  # (it died: its lock expired)
+    client.close()
+    store = open_store(prefix)
+    try:
+        store.load("no-such-task")  # the first call upgrades (opening sends nothing)
+        assert store._redis.get(f"{prefix}:layout") == LAYOUT
+        assert len(keys(store, "owned-ctx")) == 2 and len(keys(store, "owned-state")) == 2
+        assert lists(store) == expected
     finally:
         store.close()
 

@@ -276,7 +276,8 @@ def test_send_message_accepts_application_a2a_json(client):
 
 def test_rest_responses_are_application_json(client):
     """The issue asks for application/json (what the SDKs send); 1.0.1 §11.1 would
-    prefer application/a2a+json, which we accept on input (see the README)."""
+    prefer application/a2a+json, which we accept on input (docs/protocol.rst: a body
+    is read by its Content-Type)."""
     response = client.post(REST + "/message:send", json={"message": message("hello")})
     assert response.mimetype == "application/json"
     assert client.get(REST + "/tasks/nope").mimetype == "application/json"

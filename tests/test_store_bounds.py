@@ -14,6 +14,9 @@ bounds on time are generous: they tell a clear error from a hang, not fast from 
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Dict, List, Optional
@@ -24,7 +27,7 @@ import requests
 from a2a_flask.protocol.models import new_id
 
 from .dbservers import SERVERS, BlackHole, DBServer
-from .helpers import V1, Server, rpc_body, wait_until
+from .helpers import ROOT, V1, Server, free_port, rpc_body
 
 UNAVAILABLE = "The task store is unavailable; try again shortly"
 #: The store timeout these servers run with (seconds; the default is 5).
@@ -194,3 +197,19 @@ def test_a_bad_store_url_still_stops_the_app_at_once():
         open_store("redis://127.0.0.1:notaport/0")
     with pytest.raises(StoreError, match="cannot use the SQL store URL"):
         open_store("postgresql+nosuchdriver://u@127.0.0.1/db")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_host_apps_flask_commands_run_while_the_store_is_down(kind):
+    """``flask db upgrade``, ``flask shell``...: the host app's commands have nothing to
+    do with A2A, and importing the app no longer reaches for the store."""
+    port = free_port()  # nothing listens there
+    url = {"postgresql": f"postgresql://postgres@127.0.0.1:{port}/postgres",
+           "mariadb": f"mysql://root@127.0.0.1:{port}/a2a",
+           "redis": f"redis://127.0.0.1:{port}/0"}[kind]
+    done = subprocess.run([sys.executable, "-m", "flask", "--app", "tests.fault_app", "routes"],
+                          cwd=ROOT, env={**os.environ, "FLASK_A2A_STORE": url},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert "/a2a" in done.stdout

@@ -644,6 +644,17 @@ def test_purge_deletes_only_old_terminal_tasks(store):
     assert sorted(ids(store.list_tasks(TaskQuery()))) == ["new-done", "old-running"]
 
 
+def test_task_ids_names_every_task_of_every_caller_once(store):
+    assert store.task_ids() == []
+    create(store, "a", tenant="t1", owner="alice")
+    create(store, "b", tenant="", owner="bob")
+    create(store, "c:with:colons")
+    append(store, "c:with:colons", [status_event("c:with:colons", S.COMPLETED, second=2)])
+    assert sorted(store.task_ids()) == ["a", "b", "c:with:colons"]
+    store.purge(stamp(30))
+    assert sorted(store.task_ids()) == ["a", "b"]
+
+
 # ================================================================ long streams
 
 
@@ -726,6 +737,11 @@ def test_a_task_stored_before_lazy_snapshots_still_loads_and_appends(tmp_path):
         key = store._key("task", "t1")
         store._redis.hset(key, "snapshot", dump_task(store.load("t1").task))
         store._redis.hdel(key, "snap_seq", "snap_bytes", "log_bytes", "history_len")
+        # Read by a process of this version that did not write it (one that wrote the
+        # head remembers its counts: only another process's write changes them, and
+        # that moves the head).
+        store.close()
+        store = open_store("redis", str(tmp_path / "tasks"))
         assert store.load("t1").state is S.WORKING
         append(store, "t1", [chunk_event("t1", 0)])
         assert store.load("t1").task.artifacts[0].parts[0].text == "c0"

@@ -246,7 +246,7 @@ class VersionNotSupportedError(A2AError):
 #
 # The spec names no JSON-RPC codes for these (it says to use HTTP 401/403 at
 # the HTTP layer); the codes come from the implementation-defined part of the
-# A2A range, far from the spec's sequence, and are documented in the README.
+# A2A range, far from the spec's sequence, and are documented in docs/protocol.rst.
 
 
 class UnauthenticatedError(A2AError):

@@ -320,6 +320,12 @@ class TaskStore(ABC):
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         """One page of tasks, most recently updated first."""
 
+    def task_ids(self) -> List[str]:
+        """Every stored task's id, of every tenant and owner, in no particular order:
+        for tools that walk a whole store (``flask a2a copy-store``, ``purge``).  A
+        store that cannot enumerate its tasks raises :class:`NotImplementedError`."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list every task it holds")
+
     # -- push targets: webhooks and their delivery cursors
 
     @abstractmethod
@@ -402,7 +408,7 @@ class TaskStore(ABC):
 # ----------------------------------------------------------- outages
 
 #: The methods of the contract: what :func:`outages_as_unavailable` guards.
-CONTRACT = tuple(sorted(TaskStore.__abstractmethods__ | {"head"}))
+CONTRACT = tuple(sorted(TaskStore.__abstractmethods__ | {"head", "task_ids"}))
 
 _Store = TypeVar("_Store", bound=Type[TaskStore])
 
@@ -452,15 +458,25 @@ PREPARE_WAIT = 60.0
 
 
 def prepare_once(store: TaskStore) -> None:
-    """Run ``store.prepare()`` unless it has succeeded; callers arriving meanwhile wait
-    for that one call (bounded) and then go on, or try it themselves if it failed."""
-    lock = store.__dict__.setdefault("_prepare_lock", threading.Lock())
+    """Run ``store.prepare()`` unless it has succeeded.  Callers arriving meanwhile
+    wait for that one attempt (bounded) and share its outcome: they go on if it
+    succeeded, and answer "task store unavailable" at once if it failed (rather than
+    each trying in turn, which would make the last of N callers wait N timeouts)."""
+    state = store.__dict__
+    lock = state.setdefault("_prepare_lock", threading.Lock())
+    finished = state.get("_prepare_attempts", 0)  # attempts ended before this caller came
     if not lock.acquire(timeout=PREPARE_WAIT):
         raise StoreUnavailable()
     try:
-        if not store.prepared:
+        if store.prepared:
+            return
+        if state.get("_prepare_attempts", 0) != finished:
+            raise StoreUnavailable()  # the attempt this caller waited for failed just now
+        try:
             store.prepare()
             store.prepared = True
+        finally:
+            state["_prepare_attempts"] = finished + 1
     finally:
         lock.release()
 

@@ -151,6 +151,9 @@ class MemoryStore(TaskStore):
                         for record in page.records]
         return page
 
+    def task_ids(self) -> List[str]:
+        return list(self._records)
+
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         with self._lock:
             self._push.setdefault(task_id, {})[target.config.id] = target

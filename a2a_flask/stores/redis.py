@@ -11,6 +11,9 @@ Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 ``{p}:owned:{tenant and owner}``  sorted set of a caller's task ids by status time
                     (ListTasks); the pair is :func:`~.base.join_key`'d
                     (``a2a:owned:0::12:github:alice``), so no two pairs share a key
+``{p}:owned-ctx:{tenant, owner and context id}``  the same, one context's tasks
+``{p}:owned-state:{tenant, owner and state}``  the same, the tasks in one state
+                    (an append that changes the state moves the entry)
 ``{p}:push:{id}``   hash: ``c:<config id>`` -> the webhook (JSON), ``d:<config id>`` -> its
                     delivery cursor ("delivered_seq failures gave_up")
 ``{p}:pushorder:{id}``  sorted set: config ids in creation order
@@ -20,8 +23,9 @@ Layout, under a key prefix (``a2a`` unless the URL says ``?prefix=...``):
 ``{p}:lease:{id}``  string: the runner, with a Redis expiry (renewed by the runner)
 ``{p}:running``     set: tasks that have a runner (to find expired leases)
 ``{p}:notify``      pub/sub channel: "task id seq" after every append
-``{p}:layout``      ``2`` once the indexes of 0.1.0, ``{p}:idx:{tenant}:{owner}``, are moved
-                    (see :meth:`RedisStore._upgrade`)
+``{p}:layout``      ``3`` once the indexes of 0.1.0, ``{p}:idx:{tenant}:{owner}``, are moved
+                    and the context and state indexes built (see :meth:`RedisStore._upgrade`)
+``{p}:upgrading``   string, with an expiry: the process upgrading the layout
 
 Every other key holds one caller-chosen string (a task id, or a claim key made
 of a fixed word and a task id), last, after a fixed word: no two of them meet.
@@ -36,15 +40,23 @@ Finished tasks get a Redis expiry (the task TTL), so retention costs nothing;
 their index entries stay until the next purge, and an id a 0.1 client uses again
 meanwhile names someone else's task: ListTasks reads the tenant and owner of
 every task it returns from the task's own hash.
+
+ListTasks costs O(page), not O(tasks): it reads the one index that holds every
+filter (the context's, else the state's, else the caller's), newest first, from
+the page token's place, and counts ``totalSize`` with ``ZCOUNT``.  Only a query
+naming both a context and a state reads the context's whole index.  An entry whose
+task expired counts in ``totalSize`` until a list or the next purge meets it
+(within a minute); a list that meets one removes it.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
 import time
 from datetime import datetime
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from urllib.parse import parse_qs, urlsplit
 
 from ..concurrency import Notifier, Worker
@@ -76,11 +88,14 @@ from .serial import (EncodedEntries, dump_event, dump_target, dump_task, load_ev
 
 #: How often a waiter re-reads without a wake-up (seconds): a safety net only.
 SAFETY_POLL = 1.0
-#: What ``{p}:layout`` holds once the indexes of 0.1.0 are moved (:meth:`RedisStore._upgrade`).
-LAYOUT = b"2"
-#: How long a process moving the old indexes keeps others from starting to (seconds):
-#: if it dies, the next process to open the store after this moves them.
+#: What ``{p}:layout`` holds once the indexes of 0.1.0 are moved (``2``) and the context
+#: and state indexes built (``3``) (:meth:`RedisStore._upgrade`).
+LAYOUT = b"3"
+#: How long a process upgrading the layout keeps others from starting to (seconds):
+#: if it dies, the next process to use the store after this upgrades it.
 UPGRADE_LOCK = 300
+#: Tasks whose snapshot counts a process remembers (the dict is dropped whole past it).
+COUNTS_KEPT = 10000
 #: Index entries moved per round trip.
 MOVE_BATCH = 500
 #: Longest string Redis stores (and its default ``proto-max-bulk-len``), in bytes.
@@ -115,22 +130,31 @@ def _check_lengths(task_id: str, texts: List[str]) -> List[str]:
     return texts
 
 
-# KEYS: task, log, index, channel, push, push order.  ARGV: expected seq, snapshot
-# ('' keeps the stored one), state, updated_at, score, task id, ttl seconds for terminal
-# tasks (0 = none), the new snapshot's bytes, the bytes logged since the snapshot, the
-# history's length, events...
+# KEYS: task, log, index, channel, push, push order, context index, state index.  ARGV:
+# expected seq, snapshot ('' keeps the stored one), state, updated_at, score, task id, ttl
+# seconds for terminal tasks (0 = none), the new snapshot's bytes, the bytes logged since
+# the snapshot, the history's length, the state indexes' common start (the old state's
+# entry leaves its index: a state is ASCII, so Lua's length is join_key's), the task's
+# tenant and owner (a task of another caller that took the id is never written),
+# events...
 _APPEND = """
-local seq = redis.call('HGET', KEYS[1], 'seq')
-if not seq then return -1 end
+local task = redis.call('HMGET', KEYS[1], 'seq', 'state', 'tenant', 'owner')
+local seq, old = task[1], task[2]
+if not seq or task[3] ~= ARGV[12] or task[4] ~= ARGV[13] then return -1 end
 if tonumber(seq) ~= tonumber(ARGV[1]) then return -2 end
-for i = 11, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-local new = tonumber(ARGV[1]) + (#ARGV - 10)
+for i = 14, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local new = tonumber(ARGV[1]) + (#ARGV - 13)
 redis.call('HSET', KEYS[1], 'seq', new, 'state', ARGV[3], 'updated_at', ARGV[4],
            'log_bytes', ARGV[9], 'history_len', ARGV[10])
 if ARGV[2] ~= '' then
   redis.call('HSET', KEYS[1], 'snapshot', ARGV[2], 'snap_seq', new, 'snap_bytes', ARGV[8])
 end
+if old and old ~= ARGV[3] then
+  redis.call('ZREM', ARGV[11] .. #old .. ':' .. old, ARGV[6])
+end
 redis.call('ZADD', KEYS[3], ARGV[5], ARGV[6])
+redis.call('ZADD', KEYS[7], ARGV[5], ARGV[6])
+redis.call('ZADD', KEYS[8], ARGV[5], ARGV[6])
 if tonumber(ARGV[7]) > 0 then
   for i = 1, 6 do
     if i ~= 3 and i ~= 4 then redis.call('EXPIRE', KEYS[i], ARGV[7]) end
@@ -140,15 +164,17 @@ redis.call('PUBLISH', KEYS[4], ARGV[6] .. ' ' .. new)
 return new
 """
 
-# KEYS: task, log, index, channel.  ARGV: fields (flattened pairs) ..., then the
-# first event, the score and the task id as the last three.
+# KEYS: task, log, channel, then the indexes (the caller's, its context's, its state's).
+# ARGV: the task hash's short fields (a JSON object of strings: one argument, not two
+# per field, since redis-py's CPU per call grows with its arguments), the snapshot,
+# the first event, the score and the task id.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-local n = #ARGV
-for i = 1, n - 3, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-redis.call('RPUSH', KEYS[2], ARGV[n - 2])
-redis.call('ZADD', KEYS[3], ARGV[n - 1], ARGV[n])
-redis.call('PUBLISH', KEYS[4], ARGV[n] .. ' 1')
+for name, value in pairs(cjson.decode(ARGV[1])) do redis.call('HSET', KEYS[1], name, value) end
+redis.call('HSET', KEYS[1], 'snapshot', ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[3])
+for i = 4, #KEYS do redis.call('ZADD', KEYS[i], ARGV[4], ARGV[5]) end
+redis.call('PUBLISH', KEYS[3], ARGV[5] .. ' 1')
 return 1
 """
 
@@ -223,21 +249,34 @@ return redis.call('SREM', KEYS[3], ARGV[1])
 """
 
 
-# KEYS: task, log, push, push order, index.  ARGV: task id, the index's tenant and
-# owner, updated_before, then the terminal states.  One index entry at purge: the
-# task goes if it is this index's, terminal and old enough; the entry goes with it,
-# or alone if its task is gone (expired) or its id now names another caller's
-# task (an id used again after expiry).  1 if the entry went.
+# KEYS: task, log, push, push order, index, the task's context index.  ARGV: task id,
+# the index's tenant and owner, updated_before, the state indexes' common start, the
+# context id, then the terminal states.  One index entry at purge: the task goes if it
+# is this index's, terminal and old enough, its context and state entries with it; the
+# entry goes with it, or alone if its task is gone (expired) or its id now names
+# another caller's task (an id used again after expiry).  1 if the entry went.
 _SWEEP = """
-local task = redis.call('HMGET', KEYS[1], 'tenant', 'owner', 'state', 'updated_at')
+local task = redis.call('HMGET', KEYS[1], 'tenant', 'owner', 'state', 'updated_at',
+                        'context_id')
 if task[3] and task[1] == ARGV[2] and task[2] == ARGV[3] then
   if task[4] >= ARGV[4] then return 0 end
   local finished = false
-  for i = 5, #ARGV do if task[3] == ARGV[i] then finished = true end end
+  for i = 7, #ARGV do if task[3] == ARGV[i] then finished = true end end
   if not finished then return 0 end
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+  if task[5] == ARGV[6] then redis.call('ZREM', KEYS[6], ARGV[1]) end
+  redis.call('ZREM', ARGV[5] .. #task[3] .. ':' .. task[3], ARGV[1])
 end
 return redis.call('ZREM', KEYS[5], ARGV[1])
+"""
+
+# KEYS: task, a context or state index.  ARGV: task id, the index's tenant and owner,
+# the task field the index is by ('context_id' or 'state'), its value.  An entry
+# whose task is gone, or is no longer this index's, leaves it; 1 if it went.
+_UNLIST = """
+local task = redis.call('HMGET', KEYS[1], 'tenant', 'owner', ARGV[4])
+if task[1] == ARGV[2] and task[2] == ARGV[3] and task[3] == ARGV[5] then return 0 end
+return redis.call('ZREM', KEYS[2], ARGV[1])
 """
 
 
@@ -301,12 +340,18 @@ class RedisStore(TaskStore):
         self._progress = self._redis.register_script(_PROGRESS)
         self._settle = self._redis.register_script(_SETTLE)
         self._sweep = self._redis.register_script(_SWEEP)
+        self._unlist = self._redis.register_script(_UNLIST)
+        self._indexed = False  # the context and state indexes are whole (layout 3)
+        #: (seq, snap_seq, snap_bytes, log_bytes) of tasks this process wrote last.
+        self._written: Dict[str, Tuple[int, int, int, int]] = {}
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
 
     def prepare(self) -> None:
-        """The first call's work: move the indexes of 0.1.0 (:meth:`_upgrade`)."""
+        """The first call's work: bring an older store's layout up to date
+        (:meth:`_upgrade`); opening the store sends nothing, so the app starts
+        while Redis is down."""
         self._upgrade()
 
     # ------------------------------------------------------------ keys
@@ -318,6 +363,16 @@ class RedisStore(TaskStore):
         """A caller's index: the pair joined so that no other pair makes this key."""
         return f"{self.prefix}:owned:{join_key(tenant, owner)}"
 
+    def _context_index(self, tenant: str, owner: str, context_id: str) -> str:
+        return f"{self.prefix}:owned-ctx:{join_key(tenant, owner, context_id)}"
+
+    def _state_indexes(self, tenant: str, owner: str) -> str:
+        """The start every state index of a caller shares (the state's part follows)."""
+        return f"{self.prefix}:owned-state:{join_key(tenant, owner)}:"
+
+    def _state_index(self, tenant: str, owner: str, state: str) -> str:
+        return self._state_indexes(tenant, owner) + join_key(state)
+
     def _old_index(self, tenant: str, owner: str) -> str:
         """The index of 0.1.0, which callers whose ids nest shared (``:github`` +
         ``alice`` and ``""`` + ``github:alice``)."""
@@ -326,6 +381,10 @@ class RedisStore(TaskStore):
     @property
     def _layout(self) -> str:
         return f"{self.prefix}:layout"
+
+    @property
+    def _upgrading(self) -> str:
+        return f"{self.prefix}:upgrading"
 
     @property
     def _channel(self) -> str:
@@ -365,17 +424,42 @@ class RedisStore(TaskStore):
         fields = {"tenant": record.tenant, "owner": record.owner, "dialect": record.dialect,
                   "context_id": task.context_id, "state": task.status.state.value,
                   "created_at": record.created_at, "updated_at": record.updated_at,
-                  "seq": record.seq, "snapshot": snapshot, "snap_seq": record.seq,
-                  "snap_bytes": len(snapshot), "log_bytes": 0}
-        flat: List[Any] = [item for pair in fields.items() for item in pair]
+                  "seq": str(record.seq), "snap_seq": str(record.seq),
+                  "snap_bytes": str(len(snapshot)), "log_bytes": "0"}
         created = self._create(
-            keys=[self._key("task", task.id), self._key("log", task.id),
-                  self._index(record.tenant, record.owner), self._channel],
-            args=[*flat, *_check_lengths(task.id, [dump_event(first_event)]),
+            keys=[self._key("task", task.id), self._key("log", task.id), self._channel,
+                  self._index(record.tenant, record.owner),
+                  self._context_index(record.tenant, record.owner, task.context_id),
+                  self._state_index(record.tenant, record.owner, task.status.state.value)],
+            args=[json.dumps(fields), snapshot,
+                  *_check_lengths(task.id, [dump_event(first_event)]),
                   _score(record.updated_at), task.id],
         )
         if not created:
             raise SequenceConflict(task.id)
+        self._remember(task.id, (record.seq, record.seq, len(snapshot), 0))
+
+    def _remember(self, task_id: str, counts: Tuple[int, int, int, int]) -> None:
+        """Keep a task's (seq, snap_seq, snap_bytes, log_bytes) as this process wrote them:
+        the next append here needs no read first (see :meth:`_counts`)."""
+        if len(self._written) >= COUNTS_KEPT:
+            self._written.clear()
+        self._written[task_id] = counts
+
+    def _counts(self, task_id: str, expected_seq: int) -> Tuple[int, int, int]:
+        """(snap_seq, snap_bytes, log_bytes) of a task at ``expected_seq``: remembered
+        when this process made that head (any other write moved the head, so the
+        numbers are exact), else read."""
+        kept = self._written.get(task_id)
+        if kept is not None and kept[0] == expected_seq:
+            return kept[1], kept[2], kept[3]
+        seq, snap_seq, snap_bytes, log_bytes = self._writer.hmget(  # appends: the writers' pool
+            self._key("task", task_id), "seq", "snap_seq", "snap_bytes", "log_bytes")
+        if seq is None:
+            raise SequenceConflict(task_id)
+        # A task written before lazy snapshots has no snap_seq: a snapshot is due.
+        return (-1 if snap_seq is None else int(snap_seq)), int(snap_bytes or 0), \
+            int(log_bytes or 0)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         fields = self._redis.hgetall(self._key("task", task_id))
@@ -387,36 +471,40 @@ class RedisStore(TaskStore):
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
-        tenant, owner, created, snap_seq, snap_bytes, log_bytes = self._writer.hmget(
-            self._key("task", task_id), "tenant", "owner", "created_at", "snap_seq",
-            "snap_bytes", "log_bytes")
-        if tenant is None:
-            raise SequenceConflict(task_id)
+        snap_seq, size, since = self._counts(task_id, expected_seq)
         last = expected_seq + len(events)
         logged = _check_lengths(task_id, [dump_event(e) for e in events])
         # Bytes, as the file stores count them: a message to an open task is logged
         # alone, and the snapshot is stored again only once the bytes logged since the
         # last one pay for it (a task written before the counts starts them at 0).
-        since = int(log_bytes or 0) + sum(len(text) for text in logged)
-        size = int(snap_bytes or 0)
-        due = snap_seq is None or snapshot_due(int(snap_seq), last, events, logged=since,
-                                               snapshot_size=size)
+        since += sum(len(text) for text in logged)
+        due = snap_seq < 0 or snapshot_due(snap_seq, last, events, logged=since,
+                                           snapshot_size=size)
         snapshot = _check_lengths(task_id, [dump_task(record.task)])[0] if due else ""
         if due:
-            size, since = len(snapshot), 0
+            snap_seq, size, since = last, len(snapshot), 0
         state = record.state
-        updated = record.outline.status.timestamp or created.decode()
+        tenant, owner = record.tenant, record.owner
+        updated = record.outline.status.timestamp or record.created_at
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
         seq = self._append(
             keys=[self._key("task", task_id), self._key("log", task_id),
-                  self._index(tenant.decode(), owner.decode()), self._channel,
-                  self._key("push", task_id), self._key("pushorder", task_id)],
+                  self._index(tenant, owner), self._channel,
+                  self._key("push", task_id), self._key("pushorder", task_id),
+                  self._context_index(tenant, owner, record.task.context_id),
+                  self._state_index(tenant, owner, state.value)],
             args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
-                  ttl, size, since, len(record.outline.history), *logged],
+                  ttl, size, since, len(record.outline.history),
+                  self._state_indexes(tenant, owner), tenant, owner, *logged],
             client=self._writer,
         )
         if seq < 0:
+            self._written.pop(task_id, None)
             raise SequenceConflict(task_id)
+        if state.terminal:
+            self._written.pop(task_id, None)
+        else:
+            self._remember(task_id, (int(seq), snap_seq, size, since))
         return int(seq)
 
     def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
@@ -469,54 +557,113 @@ class RedisStore(TaskStore):
     # ------------------------------------------------------------ listing
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
-        index = self._index(query.tenant, query.owner)
-        old = self._old_index(query.tenant, query.owner)
-        pipe = self._redis.pipeline(transaction=False)
-        pipe.exists(old)
-        pipe.zrevrange(index, 0, -1)
-        left_over, raw_ids = pipe.execute()
-        if left_over:  # written by a 0.1.0 process (a rolling upgrade), or not moved yet
-            self._move_index(old)
-            raw_ids = self._redis.zrevrange(index, 0, -1)
-        ids = [i.decode() for i in raw_ids]
-        pipe = self._redis.pipeline(transaction=False)
-        for task_id in ids:
-            pipe.hmget(self._key("task", task_id), "tenant", "owner", "context_id", "state",
-                       "updated_at")
-        rows = pipe.execute() if ids else []
-        tenant, owner = query.tenant.encode(), query.owner.encode()
-        matching = []
-        for task_id, (its_tenant, its_owner, context_id, state, updated) in zip(ids, rows):
-            if state is None or its_tenant != tenant or its_owner != owner:
-                # Expired, or its id now names another caller's task (a 0.1 client
-                # chose it again after the expiry): the entry goes on the next purge.
-                continue
-            if query.context_id and context_id.decode() != query.context_id:
-                continue
-            if query.state is not None and state.decode() != query.state.value:
-                continue
-            if query.updated_after and updated.decode() < query.updated_after:
-                continue
-            matching.append((updated.decode(), task_id))
-        matching.sort(reverse=True)
-        rest = matching
-        if query.page_token:
-            cursor = decode_page_token(query.page_token)
-            rest = [key for key in matching if key < cursor]
-        page = rest[:query.page_size]
+        tenant, owner = query.tenant, query.owner
+        if self._redis.exists(self._old_index(tenant, owner)):
+            # Written by a 0.1.0 process (a rolling upgrade), or not moved yet.
+            self._move_index(self._old_index(tenant, owner))
+        index, by = self._index(tenant, owner), None
+        if self._layout_done():
+            if query.context_id:
+                index, by = self._context_index(tenant, owner, query.context_id), "context_id"
+            elif query.state is not None:
+                index, by = self._state_index(tenant, owner, query.state.value), "state"
+        low = _score(query.updated_after) if query.updated_after else float("-inf")
+        # The index alone applies every filter but the time: ZCOUNT is the total.
+        counted = by == "context_id" and query.state is None or by == "state" or (
+            by is None and not query.context_id and query.state is None)
+        cursor = decode_page_token(query.page_token) if query.page_token else None
+
+        def matches(fields: List[Optional[bytes]]) -> bool:
+            its_tenant, its_owner, context_id, state, updated = fields
+            if state is None or its_tenant != tenant.encode() or its_owner != owner.encode():
+                return False
+            return ((not query.context_id or context_id == query.context_id.encode())
+                    and (query.state is None or state == query.state.value.encode())
+                    and (not query.updated_after or bytes(updated or b"").decode()
+                         >= query.updated_after))
+
+        total = self._redis.zcount(index, low, "+inf") if counted else 0
+        page: List[Tuple[str, str]] = []  # (updated_at, task id), newest first
+        high = _score(cursor[0]) if cursor else float("inf")
+        for batch in self._newest_first(index, high, low, query.page_size + 1):
+            pipe = self._redis.pipeline(transaction=False)
+            for task_id in batch:
+                pipe.hmget(self._key("task", task_id), "tenant", "owner", "context_id",
+                           "state", "updated_at")
+            found = []
+            for task_id, fields in zip(batch, pipe.execute()):
+                if not matches(fields):
+                    # Gone, or no longer this index's (expired, its id taken by another
+                    # caller, its state moved on): a stale entry leaves the index.
+                    if counted and self._drop_stale(index, by, task_id, tenant, owner, query):
+                        total -= 1
+                    continue
+                if cursor is None or (fields[4].decode(), task_id) < cursor:
+                    found.append((fields[4].decode(), task_id))
+                if not counted:
+                    total += 1
+            page.extend(sorted(found, reverse=True))
+            if counted and len(page) > query.page_size:
+                break  # with no ZCOUNT, the whole index is read to count
+        more = len(page) > query.page_size
+        page = page[:query.page_size]
         pipe = self._redis.pipeline(transaction=False)
         for _, task_id in page:
             pipe.hgetall(self._key("task", task_id))
-        found = zip((task_id for _, task_id in page), pipe.execute() if page else [])
+        fetched = zip((task_id for _, task_id in page), pipe.execute() if page else [])
         # Read again, so checked again (the id may have changed hands in between);
         # a task that is gone has no fields.
-        records = [self._record(task_id, fields) for task_id, fields in found
-                   if fields.get(b"tenant") == tenant and fields.get(b"owner") == owner]
-        more = len(rest) > query.page_size
-        return TaskPage(records, len(matching),
+        records = [self._record(task_id, fields) for task_id, fields in fetched
+                   if fields.get(b"tenant") == tenant.encode()
+                   and fields.get(b"owner") == owner.encode()]
+        return TaskPage(records, max(total, 0),
                         encode_page_token(records[-1]) if more and records else "")
 
+    def _newest_first(self, index: str, high: float, low: float, first: int) -> Iterator[List[str]]:
+        """The ids in ``index`` scored from ``high`` down to ``low`` (both included),
+        newest first, in batches (the first of ``first`` ids, each next twice the last).
+
+        A batch goes on from where the last ended, by score and, among ties, by how
+        many of the last score were read (Redis orders ties by member, as the page
+        token's ``(updated_at, id)`` does)."""
+        size, top, skip = first, "+inf" if high == float("inf") else repr(high), 0
+        while True:
+            batch = self._redis.zrevrangebyscore(index, top, low, start=skip, num=size,
+                                                 withscores=True)
+            if batch:
+                yield [member.decode() for member, _ in batch]
+            if len(batch) < size:
+                return
+            last = batch[-1][1]
+            tied = sum(1 for _, score in batch if score == last)
+            skip = skip + tied if top == repr(last) else tied
+            size, top = size * 2, repr(last)
+
+    def _drop_stale(self, index: str, by: Optional[str], task_id: str, tenant: str, owner: str,
+                    query: TaskQuery) -> bool:
+        """Take a stale entry out of ``index``; False if it was not stale after all (the
+        task changed between the read and now, and is listed next time)."""
+        key = self._key("task", task_id)
+        if by is None:  # the caller's index: the purge's script, with no cutoff
+            return bool(self._sweep(keys=[key, self._key("log", task_id), self._key(
+                "push", task_id), self._key("pushorder", task_id), index, index],
+                args=[task_id, tenant, owner, "", "", "", *_TERMINAL]))
+        value = query.context_id if by == "context_id" else query.state.value  # type: ignore
+        return bool(self._unlist(keys=[key, index], args=[task_id, tenant, owner, by, value]))
+
+    def _layout_done(self) -> bool:
+        """Whether the context and state indexes are whole (read once they are)."""
+        if not self._indexed:
+            self._indexed = self._redis.get(self._layout) == LAYOUT
+        return self._indexed
+
     # ------------------------------------------------------------ push configs
+
+    def task_ids(self) -> List[str]:
+        start = len(self._key("task", ""))
+        keys = self._redis.scan_iter(match=_glob(self._key("task", "")) + "*", count=1000)
+        # SCAN may return a key more than once (the keyspace grew meanwhile).
+        return list(dict.fromkeys(key.decode()[start:] for key in keys))
 
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         key = self._key("push", task_id)
@@ -630,42 +777,91 @@ class RedisStore(TaskStore):
         deletes what has no expiry: tasks that finished before the TTL was set)."""
         gone = 0
         cutoff = _score(updated_before)
-        start = f"{self.prefix}:owned:"
-        for key in self._redis.scan_iter(match=_glob(start) + "*", count=1000):
-            try:
-                tenant, owner = split_key(key.decode()[len(start):])
-            except ValueError:
-                continue  # not ours: a key of a store whose prefix starts with ours
+        for key, (tenant, owner) in self._indexes("owned", 2):
             for raw in self._redis.zrangebyscore(key, "-inf", cutoff):
                 task_id = raw.decode()
+                context_id = self._redis.hget(self._key("task", task_id), "context_id")
+                context_id = "" if context_id is None else context_id.decode()
                 gone += self._sweep(
                     keys=[*(self._key(kind, task_id) for kind in ("task", "log", "push",
-                                                                    "pushorder")), key],
-                    args=[task_id, tenant, owner, updated_before, *_TERMINAL])
+                                                                    "pushorder")),
+                          key, self._context_index(tenant, owner, context_id)],
+                    args=[task_id, tenant, owner, updated_before,
+                          self._state_indexes(tenant, owner), context_id, *_TERMINAL])
+        # Entries whose tasks expired, or changed hands, leave the other indexes too.
+        for kind, field in (("owned-ctx", "context_id"), ("owned-state", "state")):
+            for key, (tenant, owner, value) in self._indexes(kind, 3):
+                for raw in self._redis.zrangebyscore(key, "-inf", cutoff):
+                    self._unlist(keys=[self._key("task", raw.decode()), key],
+                                 args=[raw, tenant, owner, field, value])
         return gone
 
-    # ------------------------------------------------------------ the layout of 0.1.0
+    def _indexes(self, kind: str, parts: int) -> Iterator[Tuple[bytes, List[str]]]:
+        """Every index of one kind under this prefix, with the parts of its name."""
+        start = f"{self.prefix}:{kind}:"
+        for key in self._redis.scan_iter(match=_glob(start) + "*", count=1000):
+            try:
+                named = split_key(key.decode()[len(start):])
+            except ValueError:
+                continue  # not ours: a key of a store whose prefix starts with ours
+            if len(named) == parts:
+                yield key, named
+
+    # ------------------------------------------------------------ upgrading the layout
 
     def _upgrade(self) -> None:
-        """Move the indexes of 0.1.0 to their unambiguous keys, once per store.
+        """Bring the layout to :data:`LAYOUT`, once per store.
 
-        An index of 0.1.0, ``{p}:idx:{tenant}:{owner}``, may hold the tasks of
-        several callers (``:github`` + ``alice`` and ``""`` + ``github:alice``),
-        so each entry goes to the index of its task's own tenant and owner, read
-        from the task's hash (:meth:`_move_index`).  The first process to open the
-        store moves them all; others opening it meanwhile go on at once, and each
-        ListTasks first moves the old index its query names, if one is left (so
-        nothing is missing while the move runs, or when a 0.1.0 process still
-        writes during a rolling upgrade).  Moving is idempotent: a move cut short
-        is finished by the next process to open the store.
+        Layout 2 moved the indexes of 0.1.0, ``{p}:idx:{tenant}:{owner}``, which
+        may hold the tasks of several callers (``:github`` + ``alice`` and ``""`` +
+        ``github:alice``): each entry goes to the index of its task's own tenant
+        and owner, read from the task's hash (:meth:`_move_index`).  Layout 3 adds
+        the context and state indexes, built from the callers' indexes.  The first
+        process to use the store upgrades it; others using it meanwhile go on at
+        once: each ListTasks first moves the old index its query names, if one is
+        left, and filters by reading the caller's index until the layout is 3 (so
+        nothing is missing while the upgrade runs, or while a 0.1.0 process still
+        writes during a rolling upgrade).  Both steps are idempotent: an upgrade
+        cut short is finished by the next process to use the store.
         """
-        if self._redis.get(self._layout) == LAYOUT:
+        layout = self._redis.get(self._layout)
+        if layout == LAYOUT:
             return
-        if not self._redis.set(self._layout, "moving", nx=True, ex=UPGRADE_LOCK):
-            return  # another process moves them
-        for key in self._redis.scan_iter(match=_glob(f"{self.prefix}:idx:") + "*", count=1000):
-            self._move_index(key)
+        if not self._redis.set(self._upgrading, "1", nx=True, ex=UPGRADE_LOCK):
+            return  # another process upgrades it
+        if layout != b"2":
+            for key in self._redis.scan_iter(match=_glob(f"{self.prefix}:idx:") + "*",
+                                             count=1000):
+                self._move_index(key)
+        for key, _ in self._indexes("owned", 2):
+            done = 0
+            while True:
+                ids = self._redis.zrange(key, done, done + MOVE_BATCH - 1)
+                if not ids:
+                    break
+                self._reindex(ids)
+                done += len(ids)
         self._redis.set(self._layout, LAYOUT)
+        self._redis.delete(self._upgrading)
+
+    def _reindex(self, ids: List[bytes]) -> None:
+        """Put each task in the indexes of its tenant and owner (the caller's, its
+        context's, its state's), read from its hash; a task that is gone in none."""
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id in ids:
+            pipe.hmget(self._key("task", task_id.decode()), "tenant", "owner", "updated_at",
+                       "context_id", "state")
+        rows = pipe.execute()
+        pipe = self._redis.pipeline(transaction=False)
+        for task_id, (tenant, owner, updated, context_id, state) in zip(ids, rows):
+            if tenant is None:
+                continue
+            tenant, owner = tenant.decode(), owner.decode()
+            entry = {task_id: _score(updated.decode())}
+            pipe.zadd(self._index(tenant, owner), entry)
+            pipe.zadd(self._context_index(tenant, owner, context_id.decode()), entry)
+            pipe.zadd(self._state_index(tenant, owner, state.decode()), entry)
+        pipe.execute()
 
     def _move_index(self, old: Union[str, bytes]) -> None:
         """Move the entries of an index of 0.1.0 to the indexes of their tasks'
@@ -674,19 +870,9 @@ class RedisStore(TaskStore):
             ids = self._redis.zrange(old, 0, MOVE_BATCH - 1)
             if not ids:
                 return  # (Redis deletes a sorted set when its last entry goes)
-            pipe = self._redis.pipeline(transaction=False)
-            for task_id in ids:
-                pipe.hmget(self._key("task", task_id.decode()), "tenant", "owner",
-                           "updated_at")
-            rows = pipe.execute()
-            pipe = self._redis.pipeline(transaction=False)
-            for task_id, (tenant, owner, updated) in zip(ids, rows):
-                if tenant is not None:
-                    pipe.zadd(self._index(tenant.decode(), owner.decode()),
-                              {task_id: _score(updated.decode())})
             # Added before removed: an entry is always in one index or the other.
-            pipe.zrem(old, *ids)
-            pipe.execute()
+            self._reindex(ids)
+            self._redis.zrem(old, *ids)
 
     def close(self) -> None:
         super().close()

@@ -395,6 +395,9 @@ class ShelveStore(TaskStore):
         return TaskPage(records, found[1],
                         encode_page_token(records[-1]) if more and records else "")
 
+    def task_ids(self) -> List[str]:
+        return self._read(lambda: list(self._tasks))
+
     def _page(self, query: TaskQuery, cursor: Optional[Tuple[str, str]]) -> Tuple[Any, int, bool]:
         keys = self._order.get((query.tenant, query.owner), [])
         filtered = bool(query.context_id or query.state is not None or query.updated_after)

@@ -33,8 +33,8 @@ import math
 import os
 import threading
 import time
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import sqlalchemy as sa
@@ -62,7 +62,7 @@ from .base import (
 )
 from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
                      load_target, load_task)
-from .sql_deadline import CUT, Watchdog, driver_socket, shut_down
+from .sql_deadline import CUT, Hung, Watchdog, driver_socket, shut_down
 from .sql_listen import Listener, load_driver
 from .sql_schema import create_all, make_metadata, metadata
 from .sql_tls import (pg8000_tls_options, share_one_tls_context_pg8000,
@@ -133,7 +133,9 @@ def open_sql_store(url: str, *, limits: Optional[StoreLimits] = None) -> "SQLSto
             raise StoreError(f"bad TLS setting in store URL {safe_url(url)}: {exc}") from None
     clean = urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
     driver = scheme.split("+", 1)[-1]
-    connect_args = _connect_args(driver, limits.timeout)
+    # A timeout the URL gives its driver (``?connect_timeout=10``) wins over ours.
+    connect_args = {key: value for key, value in _connect_args(driver, limits.timeout).items()
+                    if key not in query}
 
     def engine(size: int, overflow: int) -> Engine:
         try:
@@ -252,14 +254,24 @@ def ping_when_idle(engine: Engine, idle: float, watchdog: Optional[Watchdog] = N
             raise sa.exc.DisconnectionError("cut off after a statement hung")
         if time.monotonic() - record.info.get("a2a_idle_since", 0.0) < idle:
             return
+        fd = driver_socket(dbapi_connection)
+        hung: List[bool] = []
+
+        def cut() -> None:
+            hung.append(True)
+            if fd is not None:
+                shut_down(fd)
+
         try:
-            if watchdog is None:
-                ping(dbapi_connection)
-                return
-            fd = driver_socket(dbapi_connection)
-            with watchdog.guard(lambda: shut_down(fd) if fd is not None else None):
+            with watchdog.guard(cut) if watchdog is not None else nullcontext():
                 ping(dbapi_connection)
         except Exception as exc:
+            if hung:
+                # No answer at all: the database hangs, and a new connection would
+                # only hang in its turn.  Not a DisconnectionError, which the pool
+                # answers by connecting again: the call ends now (the pool drops
+                # this connection on the way out).
+                raise Hung("no answer to a ping in time") from exc
             raise sa.exc.DisconnectionError(str(exc)) from exc
 
     event.listen(engine, "connect", mark)
@@ -327,6 +339,8 @@ class SQLStore(TaskStore):
         self._now: Any = sa.literal_column("extract(epoch from clock_timestamp())" if self.postgres
                                       else "UNIX_TIMESTAMP(NOW(6))")
         self._channel = f"a2a_{schema or 'tasks'}"[:63]
+        #: Statements built once and executed with parameters (see :meth:`_statement`).
+        self._statements: Dict[Any, Any] = {}
         self._notifier = Notifier()
         #: The highest log head seen per task (local appends and notifications).
         self._heads: Dict[str, Tuple[int, bool]] = {}
@@ -406,7 +420,7 @@ class SQLStore(TaskStore):
             raise _Outage("task store unavailable: no database connection came free "
                              f"within {engine.pool.timeout()}s (pool "  # type: ignore[attr-defined]
                              f"{engine.pool.size()})") from None  # type: ignore[attr-defined]
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, Hung) as exc:
             raise _Outage(f"task store unavailable: {_reason(exc)}") from None
         except sa.exc.ProgrammingError as exc:  # missing tables, missing rights
             raise StoreError(f"task store unusable: {_reason(exc)} (tables: "
@@ -441,6 +455,19 @@ class SQLStore(TaskStore):
             tails[task_id].append(text)
         return tails
 
+    def _statement(self, key: Any, build: Callable[[], Any]) -> Any:
+        """The statement ``build`` makes, built once per ``key``.
+
+        The hot paths (create, append, leases) run statements built once, with
+        bind parameters, instead of building one per call: building a statement,
+        and the cache key SQLAlchemy derives from it to find its compiled form,
+        cost more of a worker's CPU than the round trip to the database.
+        """
+        statement = self._statements.get(key)
+        if statement is None:
+            statement = self._statements[key] = build()
+        return statement
+
     # ------------------------------------------------------------ tasks and logs
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
@@ -452,43 +479,62 @@ class SQLStore(TaskStore):
         first = [(record.seq, dump_event(first_event))]
         try:
             if self._explicit and self.postgres:  # one statement: one round trip
+                statement = self._statement("create", lambda: self._log_and_notify(
+                    sa.insert(self.tasks).values({name: sa.bindparam("v_" + name)
+                                                  for name in row})
+                    .returning(self.tasks.c.id).cte("made")))
                 with self._connect(write=True, one_statement=True) as conn:
-                    made = sa.insert(self.tasks).values(row).returning(self.tasks.c.id)
-                    conn.execute(self._log_and_notify(made.cte("made"), first,
-                                                      task.status.state.terminal)).all()
+                    conn.execute(statement, {
+                        **{"v_" + name: value for name, value in row.items()},
+                        **self._log_parameters(first, task.status.state.terminal)}).all()
             else:
                 with self._connect(write=True) as conn:
-                    conn.execute(self.tasks.insert().values(row))
-                    conn.execute(self.events.insert().values(task_id=task.id, seq=record.seq,
-                                                             event=first[0][1]))
+                    conn.execute(self._statement("insert_task", self.tasks.insert), row)
+                    conn.execute(self._statement("insert_events", self.events.insert),
+                                 {"task_id": task.id, "seq": record.seq, "event": first[0][1]})
                     self._send_notify(conn, task.id, record.seq, task.status.state.terminal)
         except sa.exc.IntegrityError:
             raise SequenceConflict(task.id) from None
         self._woken(task.id, record.seq, task.status.state.terminal)
 
-    def _log_and_notify(self, written: Any, events: List[Tuple[int, str]],
-                        terminal: bool) -> Any:
-        """PostgreSQL: one statement that logs ``events`` for the task a data-modifying
+    def _log_and_notify(self, written: Any) -> Any:
+        """PostgreSQL: one statement that logs events for the task a data-modifying
         CTE ``written`` returns (none if it returns no row) and notifies listeners;
         it yields a row when the task was written.  The events travel as two
-        arrays, so the statement's text (and SQLAlchemy's compiled form) is the
-        same for any number of them."""
+        arrays (:meth:`_log_parameters`), so the statement's text (and
+        SQLAlchemy's compiled form) is the same for any number of them."""
         from sqlalchemy.dialects.postgresql import ARRAY
 
         logged = sa.func.unnest(
-            sa.bindparam("a2a_seqs", [seq for seq, _ in events], type_=ARRAY(sa.Integer)),
-            sa.bindparam("a2a_events", [text for _, text in events], type_=ARRAY(sa.Text)),
+            sa.bindparam("a2a_seqs", type_=ARRAY(sa.Integer)),
+            sa.bindparam("a2a_events", type_=ARRAY(sa.Text)),
         ).table_valued("seq", "event").render_derived(name="logged")
         added = (sa.insert(self.events)
                  .from_select(["task_id", "seq", "event"],
                               sa.select(written.c.id, logged.c.seq, logged.c.event)
                               .select_from(written).join(logged, sa.true()))
                  .cte("added"))
-        head: Any = sa.bindparam("a2a_head", _head_suffix(events[-1][0], terminal))
+        head: Any = sa.bindparam("a2a_head", type_=sa.Text)
         return (sa.select(sa.func.pg_notify(self._channel, written.c.id + head))
                 .select_from(written).add_cte(added))
 
+    @staticmethod
+    def _log_parameters(events: List[Tuple[int, str]], terminal: bool) -> Dict[str, Any]:
+        """The parameters of :meth:`_log_and_notify`'s statement for ``events``."""
+        return {"a2a_seqs": [seq for seq, _ in events],
+                "a2a_events": [text for _, text in events],
+                "a2a_head": _head_suffix(events[-1][0], terminal)}
+
     def load(self, task_id: str) -> Optional[TaskRecord]:
+        with self._connect() as conn:
+            rows = conn.execute(self._statement("load", self._build_load),
+                                {"w_id": task_id}).all()
+        if not rows:
+            return None
+        first = rows[0]  # the snapshot's "at" is snap_seq, below every later event's
+        return self._fold(first, [row.body for row in rows[1:]], first.body)
+
+    def _build_load(self) -> Any:
         # One statement (one snapshot of the data, one round trip): the task row
         # with its snapshot as "body", then the events after it, each as a row
         # carrying the task's columns again (short) and the event as "body".
@@ -499,14 +545,9 @@ class SQLStore(TaskStore):
         tail = (sa.select(*head, e.event.label("body"), e.seq.label("at"))
                 .join_from(self.tasks, self.events, e.task_id == t.id)
                 .where(e.seq > t.snap_seq, e.seq <= t.seq))
-        query = sa.union_all(snapshot.where(t.id == task_id),
-                             tail.where(t.id == task_id)).order_by(sa.literal_column("at"))
-        with self._connect() as conn:
-            rows = conn.execute(query).all()
-        if not rows:
-            return None
-        first = rows[0]  # the snapshot's "at" is snap_seq, below every later event's
-        return self._fold(first, [row.body for row in rows[1:]], first.body)
+        task_id: Any = sa.bindparam("w_id")
+        return sa.union_all(snapshot.where(t.id == task_id),
+                            tail.where(t.id == task_id)).order_by(sa.literal_column("at"))
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
@@ -528,20 +569,27 @@ class SQLStore(TaskStore):
             changes["snap_seq"] = seq
             changes["snapshot"] = dump_task(record.task)
         logged = [(expected_seq + i, dump_event(event)) for i, event in enumerate(events, 1)]
-        moved = sa.update(self.tasks).where(t.id == task_id, t.seq == expected_seq).values(changes)
+        moved = self._statement(("move", *changes), lambda: (
+            sa.update(self.tasks)
+            .where(t.id == sa.bindparam("w_id"), t.seq == sa.bindparam("w_seq"))
+            .values({name: sa.bindparam("v_" + name) for name in changes})))
+        parameters = {"w_id": task_id, "w_seq": expected_seq,
+                      **{"v_" + name: value for name, value in changes.items()}}
         if self._explicit and self.postgres:
             # Compare-and-set, log and NOTIFY in one statement: atomic without a
             # transaction around it, one round trip instead of five.
+            statement = self._statement(("append", *changes), lambda: self._log_and_notify(
+                moved.returning(t.id).cte("moved")))
             with self._connect(write=True, one_statement=True, writer=True) as conn:
-                done = conn.execute(self._log_and_notify(
-                    moved.returning(t.id).cte("moved"), logged, state.terminal)).all()
+                done = conn.execute(statement, {
+                    **parameters, **self._log_parameters(logged, state.terminal)}).all()
             if not done:
                 raise SequenceConflict(task_id)
         else:
             with self._connect(write=True, writer=True) as conn:
-                if conn.execute(moved).rowcount != 1:
+                if conn.execute(moved, parameters).rowcount != 1:
                     raise SequenceConflict(task_id)
-                conn.execute(self.events.insert(), [
+                conn.execute(self._statement("insert_events", self.events.insert), [
                     {"task_id": task_id, "seq": seq_, "event": text} for seq_, text in logged])
                 self._send_notify(conn, task_id, seq, state.terminal)
         self._woken(task_id, seq, state.terminal)
@@ -549,16 +597,21 @@ class SQLStore(TaskStore):
 
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
         t = self.tasks.c
+        statement = self._statement("head", lambda: sa.select(t.seq, t.state).where(
+            t.id == sa.bindparam("w_id")))
         with self._connect() as conn:
-            row = conn.execute(sa.select(t.seq, t.state).where(t.id == task_id)).first()
+            row = conn.execute(statement, {"w_id": task_id}).first()
         return None if row is None else (row.seq, TaskState(row.state))
 
     def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         e = self.events.c
+        statement = self._statement("read", lambda: (
+            sa.select(e.seq, e.event)
+            .where(e.task_id == sa.bindparam("w_id"), e.seq > sa.bindparam("w_after"))
+            .order_by(e.seq).limit(sa.bindparam("w_limit", type_=sa.Integer))))
         with self._connect() as conn:
-            rows = conn.execute(sa.select(e.seq, e.event)
-                                .where(e.task_id == task_id, e.seq > after_seq)
-                                .order_by(e.seq).limit(self.read_slice)).all()
+            rows = conn.execute(statement, {"w_id": task_id, "w_after": after_seq,
+                                            "w_limit": self.read_slice}).all()
         return encoded_entries(rows)
 
     # ------------------------------------------------------------ wake-ups
@@ -672,6 +725,10 @@ class SQLStore(TaskStore):
 
     # ------------------------------------------------------------ push targets
 
+    def task_ids(self) -> List[str]:
+        with self._connect() as conn:
+            return [task_id for (task_id,) in conn.execute(sa.select(self.tasks.c.id))]
+
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         p = self.targets.c
         values = {"target": dump_target(target), "delivered_seq": target.delivered_seq,
@@ -679,9 +736,9 @@ class SQLStore(TaskStore):
         with self._connect(write=True) as conn:
             last = conn.execute(sa.select(sa.func.max(p.position))
                                 .where(p.task_id == task_id)).scalar()
-            self._upsert(conn, self.targets,
-                         {"task_id": task_id, "id": target.config.id,
-                          "position": (last or 0) + 1, **values}, list(values))
+            conn.execute(self._upsert(self.targets,
+                                      {"task_id": task_id, "id": target.config.id,
+                                       "position": (last or 0) + 1, **values}, list(values)))
 
     def push_targets(self, task_id: str) -> List[PushTarget]:
         p = self.targets.c
@@ -715,21 +772,20 @@ class SQLStore(TaskStore):
 
     # ------------------------------------------------------------ claims and leases
 
-    def _upsert(self, conn: Connection, table: sa.Table, values: Dict[str, Any],
-                update: List[str]) -> None:
-        """Insert a row, or update ``update`` columns of the one with the same key."""
+    def _upsert(self, table: sa.Table, values: Dict[str, Any], update: List[str]) -> Any:
+        """A statement that inserts a row, or updates ``update`` columns of the one with
+        the same key."""
         if self.postgres:
             from sqlalchemy.dialects.postgresql import insert as pg_insert
 
             pg = pg_insert(table).values(values)
             keys = [column.name for column in table.primary_key.columns]
-            conn.execute(pg.on_conflict_do_update(
-                index_elements=keys, set_={name: pg.excluded[name] for name in update}))
-        else:
-            from sqlalchemy.dialects.mysql import insert as my_insert
+            return pg.on_conflict_do_update(
+                index_elements=keys, set_={name: pg.excluded[name] for name in update})
+        from sqlalchemy.dialects.mysql import insert as my_insert
 
-            my = my_insert(table).values(values)
-            conn.execute(my.on_duplicate_key_update({name: my.inserted[name] for name in update}))
+        my = my_insert(table).values(values)
+        return my.on_duplicate_key_update({name: my.inserted[name] for name in update})
 
     def claim(self, key: str, owner: str, ttl: float) -> bool:
         c = self.claims.c
@@ -754,10 +810,11 @@ class SQLStore(TaskStore):
             conn.execute(sa.delete(self.claims).where(c.key == key, c.owner == owner))
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+        statement = self._statement("acquire_lease", lambda: self._upsert(self.leases, {
+            "task_id": sa.bindparam("v_task_id"), "owner": sa.bindparam("v_owner"),
+            "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"]))
         with self._connect(write=True, one_statement=True, writer=True) as conn:
-            self._upsert(conn, self.leases,
-                         {"task_id": task_id, "owner": owner, "expires": self._now + ttl},
-                         ["owner", "expires"])
+            conn.execute(statement, {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         if not task_ids:
@@ -770,11 +827,16 @@ class SQLStore(TaskStore):
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
         lease = self.leases.c
-        condition = [lease.task_id == task_id]
-        if owner is not None:
-            condition.append(lease.owner == owner)
+
+        def build() -> Any:
+            condition = [lease.task_id == sa.bindparam("w_task_id")]
+            if owner is not None:
+                condition.append(lease.owner == sa.bindparam("w_owner"))
+            return sa.delete(self.leases).where(*condition)
+
+        statement = self._statement(("release_lease", owner is None), build)
         with self._connect(write=True, one_statement=True, writer=True) as conn:
-            conn.execute(sa.delete(self.leases).where(*condition))
+            conn.execute(statement, {"w_task_id": task_id, "w_owner": owner})
 
     def expired_leases(self) -> List[str]:
         lease = self.leases.c

@@ -34,25 +34,26 @@ IDLE_WAIT = 30.0
 CUT = "a2a_cut"
 
 
+class Hung(Exception):
+    """A database call got no answer in time and its connection was cut off."""
+
+
 def driver_socket(dbapi_connection: Any) -> Optional[int]:
     """The file descriptor of a DBAPI connection's socket (psycopg 3, pg8000,
-    PyMySQL, psycopg2), or None for a driver we do not know."""
-    pgconn = getattr(dbapi_connection, "pgconn", None)  # psycopg 3
-    if pgconn is not None:
-        fd = getattr(pgconn, "socket", -1)
-        return fd if isinstance(fd, int) and fd >= 0 else None
-    for name in ("_usock", "_sock"):  # pg8000, PyMySQL
-        sock = getattr(dbapi_connection, name, None)
-        if sock is not None:
-            with contextlib.suppress(OSError, ValueError):
-                fd = sock.fileno()
-                return fd if fd >= 0 else None
-    fileno = getattr(dbapi_connection, "fileno", None)  # psycopg2
-    if callable(fileno):
-        with contextlib.suppress(Exception):
-            fd = fileno()
-            return fd if isinstance(fd, int) and fd >= 0 else None
-    return None
+    PyMySQL, psycopg2), or None for a driver we do not know or a closed connection."""
+    try:
+        pgconn = getattr(dbapi_connection, "pgconn", None)  # psycopg 3
+        if pgconn is not None:
+            fd = pgconn.socket
+        elif getattr(dbapi_connection, "_usock", None) is not None:  # pg8000
+            fd = dbapi_connection._usock.fileno()
+        elif getattr(dbapi_connection, "_sock", None) is not None:  # PyMySQL
+            fd = dbapi_connection._sock.fileno()
+        else:
+            fd = dbapi_connection.fileno()  # psycopg2
+    except Exception:  # closed, broken, or no socket we know of: nothing to cut
+        return None
+    return fd if isinstance(fd, int) and fd >= 0 else None
 
 
 def shut_down(fd: int) -> None:

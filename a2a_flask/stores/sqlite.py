@@ -329,6 +329,9 @@ class SQLiteStore(TaskStore):
         more = len(rows) > query.page_size
         return TaskPage(records, total, encode_page_token(records[-1]) if more and records else "")
 
+    def task_ids(self) -> List[str]:
+        return [task_id for (task_id,) in self._query("SELECT id FROM tasks")]
+
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         with self._transaction() as db:
             db.execute(

@@ -107,6 +107,16 @@ def gunicorn_workers() -> Optional[int]:
     return found if found is not None else 1
 
 
+def configured_workers() -> Optional[int]:
+    """How many workers the environment asks gunicorn for (``GUNICORN_CMD_ARGS``,
+    then ``WEB_CONCURRENCY``), read outside gunicorn (``flask a2a doctor``); None
+    when it does not say."""
+    found = _parse_workers(shlex.split(os.environ.get("GUNICORN_CMD_ARGS", "")))
+    if found is None and os.environ.get("WEB_CONCURRENCY", "").isdigit():
+        found = int(os.environ["WEB_CONCURRENCY"])
+    return found
+
+
 def collect_fully_every(middle_collections: int) -> None:
     """Let Python's full garbage collection wait for ``middle_collections`` collections of
     the middle generation (``A2A_GC_FULL_EVERY``; Python waits for 10).

@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import logging
 from email.utils import formatdate
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 from flask import Blueprint, Flask, Response, current_app, request
 
 from .. import dialects
-from . import jsonrpc, observing, rest, routes
+from . import commands, jsonrpc, observing, rest, routes
 from .auth import Authentication, Authenticator
 from .card_origin import CardOrigin, Source, card_origin, check_public_url
 from ..protocol.errors import A2AError
@@ -62,6 +62,11 @@ class AgentState:
         self.card_modified = formatdate(usegmt=True)
         #: Closes the store, or lets go of it where other agents of the app share it.
         self._release_store = release_store
+        #: The settings given as arguments to ``A2A(...)`` (they win over app.config).
+        self.arguments: FrozenSet[str] = frozenset()
+        #: The URL of the store (``A2A(store=...)`` or ``A2A_STORE``); empty for a store
+        #: object given to ``A2A(...)``.
+        self.store_url = settings.store
 
     @property
     def store(self) -> TaskStore:
@@ -222,11 +227,17 @@ class A2A:
         renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings, card),
                                 legacy=bool(settings.legacy_card))
         state = AgentState(self.name, settings, service, renderer, auth, release_store)
+        state.store_url = "" if isinstance(self._store, TaskStore) else str(
+            self._store or settings.store)
+        state.arguments = frozenset([name for name, value in self._overrides.items()
+                                     if value is not None]
+                                    + (["store"] if self._store is not None else []))
         service.interfaces = lambda: state.renderer.interfaces(state.base_url())
         service.lenient_version = settings.lenient_version
         if card.capabilities.push_notifications:
             self._set_up_push(service, settings)
         registry[self.name] = state
+        commands.register(app)
         app.url_map.converters.setdefault("a2aid", routes.IdConverter)
         app.url_map.converters.setdefault("a2apath", routes.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
