@@ -3,7 +3,8 @@
 Real gunicorn -k gevent on a database server of the test's own (tests/dbservers.py,
 never the shared service): six tasks stream 18 chunks each over 4.5 s; the database
 is restarted in the middle (PostgreSQL ``pg_ctl restart -m fast``, MariaDB stopped
-and started, Redis stopped and started on its append-only file).  Within
+and started, Redis stopped and started on its append-only file), or PostgreSQL is
+frozen (SIGSTOP) for 8 s.  Within
 ``A2A_STORE_GRACE`` every task completes and every stream sees every event once, in
 order (its SSE ids are the log's sequence numbers: 1, 2, 3... with no gap and no
 repeat), and so does every task's webhook (the push dispatcher's cursor writes ride
@@ -84,7 +85,8 @@ def completed_pushes(pushes: List[Dict[str, Any]]) -> int:
     return sum("TASK_STATE_COMPLETED" in str(push["json"]) for push in pushes)
 
 
-def restarted_under_load(db: Any, env: Dict[str, str], down_for: float = 0.0) -> None:
+def restarted_under_load(db: Any, env: Dict[str, str], down_for: float = 0.0,
+                         frozen_for: float = 0.0) -> None:
     with WebhookReceiver() as receiver, Server("tests.fault_app:app", workers=2, env={
             "FLASK_A2A_STORE": db.url, "FLASK_A2A_STORE_GRACE": "20",
             "FLASK_A2A_LEASE_TTL": "5", "FLASK_A2A_PUSH_ALLOW_PRIVATE": "1",
@@ -96,9 +98,13 @@ def restarted_under_load(db: Any, env: Dict[str, str], down_for: float = 0.0) ->
         wait_until(lambda: all(stream.working() for stream in streams), 20,
                    "every task to start")
         time.sleep(1.0)  # mid-task: every run has written chunks and has more to write
-        db.stop()
-        time.sleep(down_for)
-        db.start()
+        if frozen_for:
+            with db.frozen():  # every statement hangs: the store's bound ends each one
+                time.sleep(frozen_for)
+        else:
+            db.stop()
+            time.sleep(down_for)
+            db.start()
         for stream in streams:
             stream.join(60)
             assert not stream.is_alive(), "a stream did not end"
@@ -125,6 +131,14 @@ def test_postgresql_restarted_under_running_tasks_and_streams():
     pytest.importorskip("psycopg")
     with dbservers.PostgresServer() as db:
         restarted_under_load(db, {})
+
+
+def test_postgresql_frozen_under_running_tasks_and_streams():
+    """SIGSTOPped for 8 s (a partition, a stuck failover): each write hangs until
+    A2A_STORE_TIMEOUT cuts it, then is retried; the grace covers the whole freeze."""
+    pytest.importorskip("psycopg")
+    with dbservers.PostgresServer() as db:
+        restarted_under_load(db, {}, frozen_for=8.0)
 
 
 def test_mariadb_restarted_under_running_tasks_and_streams():
