@@ -245,15 +245,17 @@ def test_leases_that_ran_out_during_an_outage_are_renewed_not_failed(opened):
         return "done"
 
     running = Runtime(first, lambda run: invoke(executor, run), store_grace=10.0,
-                      lease_ttl=2.0)
-    other = Runtime(second, lambda run: None, store_grace=10.0, lease_ttl=2.0)
+                      lease_ttl=3.0)
+    other = Runtime(second, lambda run: None, store_grace=10.0, lease_ttl=3.0)
     try:
         run = start(running)
         other.ensure_keeper()
         wait_until(lambda: run.record is not None and run.record.seq >= 2, 10, "WORKING")
         runner_blip.out_for(5.0)  # past the lease: no renewal lands meanwhile
         other_blip.out_for(4.5)
-        time.sleep(7.5)  # the other's keeper rounds after the outage, a lease's time on
+        # The other's keeper judges leases from 4.5 + 3 s on; the runner renewed by
+        # about 5 + 1 s (a keeper round is a third of the lease).
+        time.sleep(8.5)
         assert first.load("t-1").state is TaskState.WORKING
         release.set()
         assert run.finished.wait(10)
