@@ -37,7 +37,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from ..protocol.models import Artifact, Message, Part, Role, Task, TaskState, new_id
 from ..protocol.errors import StoreUnavailable, TaskTooLargeError
-from .runtime import Run, TaskCancelled, TaskClosedError, agent_message
+from .runtime import Run, TaskCancelled, agent_message
+from .states import TaskClosedError
 
 log = logging.getLogger("a2a_flask")
 

@@ -12,7 +12,8 @@ the snapshot it yields (:func:`apply_event`); under gevent the streamed chunks
 of a burst wait in their run until the executor yields, and are appended
 together (:meth:`Run.add_artifact`).  Appends are compare-and-set on
 the sequence number; :meth:`Runtime.commit` reloads and retries on conflict and
-is the *only* place that checks transitions:
+applies every change, each asking the state machine (:mod:`.states`, one table)
+what it does to the task as it is at that moment:
 
 * terminal states (COMPLETED, FAILED, CANCELED, REJECTED) never change;
 * SUBMITTED exists only at creation, UNSPECIFIED never;
@@ -46,13 +47,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..concurrency import Worker, cooperate, gevent_active, let_io_run
-from ..protocol.errors import (
-    StoreUnavailable,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    TaskTooLargeError,
-    UnsupportedOperationError,
-)
+from ..protocol.errors import StoreUnavailable, TaskNotFoundError, TaskTooLargeError
 from ..protocol.models import (
     Artifact,
     Message,
@@ -75,6 +70,7 @@ from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore, fin
 from ..stores.grace import Outage
 from ..stores.shared import SharedLog, wait_without_spinning
 from .budget import growth, message_size, needs_folded, task_size, too_large
+from .states import Change, TaskClosedError, transition
 
 log = logging.getLogger("a2a_flask")
 
@@ -109,10 +105,6 @@ class TaskCancelled(BaseException):
     """
 
 
-class TaskClosedError(RuntimeError):
-    """An executor tried to change a task that already reached a terminal state."""
-
-
 class _Landed(BaseException):
     """An append whose answer the store lost was written after all: ``record`` is the
     task's record with it (a BaseException, so that :meth:`Runtime.commit` does not
@@ -121,20 +113,6 @@ class _Landed(BaseException):
     def __init__(self, record: TaskRecord) -> None:
         super().__init__()
         self.record = record
-
-
-# ------------------------------------------------------------ state machine
-
-
-def check_transition(current: TaskState, new: Optional[TaskState]) -> None:
-    """Refuse changes the state machine does not allow (see the module docstring).
-
-    ``new`` is None for changes that keep the state (artifacts, messages).
-    """
-    if current.terminal:
-        raise TaskClosedError(f"task is already {current.value}")
-    if new in (TaskState.UNSPECIFIED, TaskState.SUBMITTED):
-        raise ValueError(f"a task cannot move to {new.value}")
 
 
 def closes_stream(event: Event, *, close_on_auth_required: bool = True) -> bool:
@@ -288,7 +266,7 @@ class Run:
             message.task_id, message.context_id = self.task_id, self.context_id
 
         def events(current: TaskState) -> List[Event]:
-            check_transition(current, state)
+            transition(current, Change.STATUS, to=state)
             # Stamped once the task exists, so no status predates SUBMITTED.
             status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)]
@@ -311,7 +289,7 @@ class Run:
                                         last_chunk, metadata)
         if not gevent_active():
             def events(current: TaskState) -> List[Event]:
-                check_transition(current, None)
+                transition(current, Change.OUTPUT)
                 return [event]
 
             self._emit(events)
@@ -319,7 +297,7 @@ class Run:
         self._check_can_emit()
         record = self.record
         assert record is not None  # made by _check_can_emit
-        check_transition(record.state, None)  # what this run itself wrote (ended: refused)
+        transition(record.state, Change.OUTPUT)  # what this run itself wrote (ended: refused)
         self._unsent.append(event)
         if self.stalled:
             self.send_unsent()  # waits, in order, for the append the store did not take yet
@@ -352,10 +330,11 @@ class Run:
         def events(current: TaskState) -> List[Event]:
             made: List[Event] = []
             if artifact is not None:
-                check_transition(current, None)
+                transition(current, Change.OUTPUT)
                 made.append(TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact))
-            if not current.settled:
-                status = TaskStatus(state=TaskState.COMPLETED, timestamp=utc_now())
+            state = transition(current, Change.FINISH)
+            if state is not None:
+                status = TaskStatus(state=state, timestamp=utc_now())
                 made.append(TaskStatusUpdateEvent(self.task_id, self.context_id, status))
             return made
 
@@ -445,7 +424,7 @@ class Run:
             if record.state is TaskState.CANCELED:
                 raise TaskCancelled()
             if unsent:
-                check_transition(record.state, None)
+                transition(record.state, Change.OUTPUT)
             made = unsent + events(record.state)
             built = (record.seq, made)
             return made
@@ -644,16 +623,11 @@ class Runtime:
 
         def build(current: TaskRecord) -> List[Event]:
             nonlocal resumed
-            if current.state.terminal:
-                raise UnsupportedOperationError(
-                    f"Task {task_id} is {current.state.value}; a terminal task takes no "
-                    "more messages (start a new task in the same context)",
-                    metadata={"taskId": task_id, "state": current.state.value},
-                )
-            resumed = current.state.interrupted
-            if not resumed:
+            state = transition(current.state, Change.MESSAGE, task_id=task_id)
+            resumed = state is not None
+            if state is None:
                 return [message]  # the running executor sees it in ctx.history
-            status = TaskStatus(state=TaskState.WORKING, timestamp=utc_now())
+            status = TaskStatus(state=state, timestamp=utc_now())
             return [message, TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         updated = self.commit(task_id, build, record, caller=True)
@@ -781,10 +755,11 @@ class Runtime:
         """Move a task that is not finished to FAILED with ``text`` as the status message
         (interrupted tasks too); a finished or missing task stays as it is."""
         def build(current: TaskRecord) -> List[Event]:
-            if current.state.terminal:
+            state = transition(current.state, Change.FAIL)
+            if state is None:
                 return []
             message = agent_message(text, task_id, current.task.context_id)
-            status = TaskStatus(state=TaskState.FAILED, message=message, timestamp=utc_now())
+            status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         try:
@@ -843,15 +818,15 @@ class Runtime:
 
         def build(current: TaskRecord) -> List[Event]:
             nonlocal failed
-            state = current.state
+            state = transition(current.state, Change.ORPHAN)
             failed = False
-            if state.settled or task_id in self._runs:
+            if state is None or task_id in self._runs:
                 return []
             failed = True
             message = agent_message(
                 "The worker running this task stopped (its lease expired); the task failed "
                 "and can be sent again.", task_id, current.task.context_id)
-            status = TaskStatus(state=TaskState.FAILED, message=message, timestamp=utc_now())
+            status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         try:
@@ -871,12 +846,9 @@ class Runtime:
         """Move a task to CANCELED now, then stop its executor (see module docstring)."""
 
         def build(current: TaskRecord) -> List[Event]:
-            if current.state.terminal:
-                raise TaskNotCancelableError(
-                    f"Task {task_id} is already {current.state.value}",
-                    metadata={"taskId": task_id, "state": current.state.value},
-                )
-            status = TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())
+            state = transition(current.state, Change.CANCEL, task_id=task_id)
+            assert state is not None  # (the table: a cancel always moves or is refused)
+            status = TaskStatus(state=state, timestamp=utc_now())
             return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         record = self.commit(task_id, build)
