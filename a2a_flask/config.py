@@ -56,6 +56,10 @@ class Settings:
     #: worker died is failed within about this time.  It must exceed the longest time
     #: an executor holds the CPU without yielding (under gevent).
     lease_ttl: float = 30.0
+    #: Where executors run: ``inline`` (a greenlet or thread of the web worker that got
+    #: the message) or ``celery`` (Celery workers, the ``celery`` extra; the Celery app
+    #: from ``A2A(celery=...)`` or ``app.extensions["celery"]``; not with ``memory://``).
+    runner: str = "inline"
     #: Seconds finished tasks are kept (0 keeps them forever).
     task_ttl: float = 3600.0
     #: ``Cache-Control: max-age`` of the agent card, in seconds.
@@ -166,6 +170,8 @@ class Settings:
                     raise ValueError(f"{config_key(name)} must be {rule}, got {value!r}")
 
 
+#: The values of ``A2A_RUNNER``: where executors run.
+RUNNERS = ("inline", "celery")
 _AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_attempts")
 _NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_task_bytes",
                  "max_streams_per_caller", "max_anonymous_streams", "max_push_configs",
@@ -176,6 +182,7 @@ _RANGES: Tuple[Tuple[Tuple[str, ...], Callable[[Any], bool], str], ...] = (
     (_AT_LEAST_ONE, lambda v: v >= 1, ">= 1"),
     (_NOT_NEGATIVE, lambda v: v >= 0, ">= 0"),
     (_POSITIVE, lambda v: v > 0, "> 0"),
+    (("runner",), lambda v: v in RUNNERS, " or ".join(RUNNERS)),
 )
 
 

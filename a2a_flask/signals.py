@@ -24,6 +24,9 @@ Tasks (sent where a task's event is committed to the store, whichever worker)
     moved (two :class:`~a2a_flask.protocol.models.TaskState` values).
     ``task_finished(sender, task_id, context_id, state, duration)``: it reached a
     terminal state; ``duration`` is seconds since it was created.
+    ``task_run(sender, task_id, context_id, queue_wait, run_time)``: a run queued
+    through a runner (Celery) ended in its worker; ``queue_wait`` is seconds from
+    queued to started, ``run_time`` seconds the worker spent on it (sent there).
 
 Streams
     ``stream_opened(sender, binding, method)``: an SSE response started.
@@ -57,6 +60,7 @@ request_handled = _signals.signal("a2a-request-handled")
 task_created = _signals.signal("a2a-task-created")
 task_state_changed = _signals.signal("a2a-task-state-changed")
 task_finished = _signals.signal("a2a-task-finished")
+task_run = _signals.signal("a2a-task-run")
 stream_opened = _signals.signal("a2a-stream-opened")
 stream_closed = _signals.signal("a2a-stream-closed")
 store_error = _signals.signal("a2a-store-error")
@@ -101,4 +105,4 @@ def connect_methods(backend: Any) -> None:
 
 __all__ = ["connect_methods", "push_failed", "push_sent", "request_handled", "send", "store_error",
            "stream_closed", "stream_opened", "task_created", "task_finished",
-           "task_state_changed"]
+           "task_run", "task_state_changed"]

@@ -26,10 +26,11 @@ Metrics (the meter provider's, when one is set)
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections import OrderedDict
-from typing import Any, Mapping, MutableMapping, Optional
+from typing import Any, Iterator, Mapping, MutableMapping, Optional
 
 from .. import signals
 from ..version import __version__
@@ -194,6 +195,22 @@ class PushSpan:
         if error:
             self.span.set_status(trace.Status(trace.StatusCode.ERROR, error))
         self.span.end()
+
+
+@contextlib.contextmanager
+def remote_parent(traceparent: str) -> Iterator[None]:
+    """Make a W3C ``traceparent`` carried in a queue's message the current context (a
+    run started inside becomes its child); nothing without it or without tracing."""
+    if not traceparent or len(traceparent) > 64 or tracer() is None:
+        yield
+        return
+    from opentelemetry import context, propagate
+
+    token = context.attach(propagate.extract({"traceparent": traceparent}))
+    try:
+        yield
+    finally:
+        context.detach(token)
 
 
 def inject(headers: MutableMapping[str, str]) -> None:
