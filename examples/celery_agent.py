@@ -80,8 +80,8 @@ def create_app() -> Flask:
         "task_ignore_result": True,  # the task store is the result
         "task_default_queue": os.environ.get("CELERY_QUEUE", "celery"),
     }
+    celery_init_app(app)  # first: the agent finds it in app.extensions["celery"]
     a2a.init_app(app)
-    celery_init_app(app)
     return app
 
 

@@ -46,6 +46,7 @@ class CeleryRunner:
         self._registered: Optional[Any] = None
         if self.find() is not None:
             self.register()
+            self.prepare()
         else:  # the app factory may set app.extensions["celery"] after init_app
             from celery import signals as celery_signals  # type: ignore[import-untyped]
 
@@ -66,9 +67,18 @@ class CeleryRunner:
                 "documentation's celery_init_app does)")
         return found
 
+    def prepare(self) -> None:
+        """Import the broker's client now, at start-up: the first send would import it
+        (hundreds of milliseconds) while the worker serves requests."""
+        celery = self.celery()
+        with celery.connection_for_write() as connection:
+            connection.transport  # resolves (imports) the transport, connects nothing
+        celery.amqp  # the message protocol's module
+
     def _on_worker_init(self, **_: Any) -> None:
         if self.find() is not None:
             self.register()
+            self.prepare()
 
     def register(self) -> None:
         """Register the worker's task on the Celery app (once)."""

@@ -1,0 +1,287 @@
+"""The Celery runner with real processes: a gunicorn gevent web tier, Celery workers
+started here (prefork and gevent pools), Redis and RabbitMQ as brokers, SQLite as the
+shared store.  Every wait is bounded."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+import requests
+from flask import Flask
+
+from a2a_flask import A2A
+from a2a_flask.engine.runners import NOT_RERUN, RESTARTED, QueuedRun
+
+from .conftest import make_card, redis_up, require
+from .helpers import Server, stop_process_group, user_message
+
+pytest.importorskip("celery")
+
+ROOT = Path(__file__).resolve().parent.parent
+#: The brokers: a Redis database of these tests' own, and RabbitMQ's default vhost.
+REDIS_BROKER = os.environ.get("A2A_TEST_CELERY_REDIS", "redis://127.0.0.1:6379/12")
+RABBIT_BROKER = os.environ.get("A2A_TEST_RABBITMQ", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+def rabbit_up() -> None:
+    import kombu
+
+    try:
+        with kombu.Connection(RABBIT_BROKER, connect_timeout=3) as connection:
+            connection.ensure_connection(max_retries=1)
+    except Exception as exc:
+        require(f"RabbitMQ at {RABBIT_BROKER} does not answer ({exc}); start it")
+
+
+class Worker:
+    """A Celery worker process of ``app_spec``, its log in a file."""
+
+    def __init__(self, app_spec: str, env: Dict[str, str], *, pool: str = "prefork",
+                 concurrency: int = 1, log_dir: Path) -> None:
+        self.log_path = log_dir / f"celery-{uuid.uuid4().hex[:6]}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", app_spec, "worker", "-P", pool,
+             "-c", str(concurrency), "--loglevel=INFO", "--without-mingle",
+             "--without-gossip", "-Q", env["CELERY_QUEUE"]],
+            cwd=ROOT, env={**os.environ, **env}, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.wait_for(lambda text: "ready." in text, 40, "the worker did not start")
+
+    def text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, done: Callable[[str], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(self.text()):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{what}; worker log:\n{self.text()[-3000:]}")
+            time.sleep(0.1)
+
+    def finished_runs(self) -> int:
+        return self.text().count("succeeded in")
+
+    def children(self) -> List[int]:
+        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as handle:
+            return [int(pid) for pid in handle.read().split()]
+
+    def warm_stop(self, timeout: float = 30) -> None:
+        """SIGTERM: Celery's warm shutdown (running tasks finish first)."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        stop_process_group(self.proc)
+        self._log.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Dict[str, str]:
+    """A store file and a queue of this test's own, on the Redis broker."""
+    redis_up()
+    return {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
+            "CELERY_BROKER_URL": REDIS_BROKER, "CELERY_QUEUE": f"a2a-test-{uuid.uuid4().hex}"}
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Any:
+    """Starts servers and workers; stops whatever is left at the end."""
+    started: List[Any] = []
+
+    def start(kind: str, *args: Any, **kwargs: Any) -> Any:
+        made = Server(*args, **kwargs) if kind == "web" else Worker(*args, log_dir=tmp_path,
+                                                                     **kwargs)
+        started.append(made)
+        return made
+
+    yield start
+    for made in reversed(started):
+        made.stop()
+
+
+def send(server: Server, text: str, *, path: str = "/a2a", immediately: bool = False,
+         timeout: float = 30) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"message": user_message(text, uuid.uuid4().hex)}
+    if immediately:
+        params["configuration"] = {"returnImmediately": True}
+    answer = server.rpc("SendMessage", params, path=path, timeout=timeout)
+    assert "result" in answer, answer
+    return answer["result"]["task"]
+
+
+def get(server: Server, task_id: str, path: str = "/a2a") -> Dict[str, Any]:
+    answer = server.rpc("GetTask", {"id": task_id}, path=path)
+    assert "result" in answer, answer
+    return answer["result"]
+
+
+def wait_state(server: Server, task_id: str, states: List[str], timeout: float,
+               path: str = "/a2a") -> Dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        task = get(server, task_id, path)
+        if task["status"]["state"] in states:
+            return task
+        assert time.monotonic() < deadline, task
+        time.sleep(0.1)
+
+
+def texts(task: Dict[str, Any]) -> List[str]:
+    messages = task.get("history", []) + ([task["status"]["message"]]
+                                         if task["status"].get("message") else [])
+    return [m["parts"][0]["text"] for m in messages if m["role"] == "ROLE_AGENT"]
+
+
+def chunks(task: Dict[str, Any]) -> List[str]:
+    return [part["text"] for artifact in task.get("artifacts", [])
+            for part in artifact["parts"]]
+
+
+# ----------------------------------------------------------------- no services
+
+
+def test_memory_store_is_refused_at_start() -> None:
+    agent = A2A(card=make_card(), runner="celery")
+    agent.executor(lambda ctx: "x")
+    with pytest.raises(RuntimeError, match="A2A_RUNNER=celery with the memory store"):
+        agent.init_app(Flask("x"))
+
+
+def test_a_queued_run_is_read_back_with_checked_types() -> None:
+    order = QueuedRun("a2a", "t", 1, "m", False, 1.5, "")
+    assert QueuedRun.from_dict(order.to_dict()) == order
+    for bad in (None, [], {**order.to_dict(), "seq": "1"}, {"agent": "a2a"}):
+        with pytest.raises(ValueError):
+            QueuedRun.from_dict(bad)
+
+
+# ------------------------------------------------------------- real processes
+
+
+def test_tasks_run_in_the_worker_and_cancel_and_a_burst(env: Dict[str, str],
+                                                        processes: Any) -> None:
+    web = processes("web", "examples.celery_agent:app", env=env, workers=2)
+    worker = processes("worker", "examples.celery_agent:celery", env, concurrency=2)
+    done = send(web, "hello")
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert chunks(done) == ["hello"]
+
+    # Cancel from the web tier stops the run in the worker within about 2 s.
+    task = send(web, "slow:20", immediately=True)
+    wait_state(web, task["id"], ["TASK_STATE_WORKING"], 15)
+    before = worker.finished_runs()
+    canceled_at = time.monotonic()
+    answer = web.rpc("CancelTask", {"id": task["id"]})
+    assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    worker.wait_for(lambda text: text.count("succeeded in") > before, 10, "the run went on")
+    assert time.monotonic() - canceled_at < 3.0
+    assert get(web, task["id"])["status"]["state"] == "TASK_STATE_CANCELED"
+
+    # A burst: every task completes, each once.
+    with ThreadPoolExecutor(8) as pool:
+        sent = list(pool.map(lambda n: send(web, f"burst {n}", immediately=True)["id"],
+                             range(200)))
+    deadline = time.monotonic() + 60
+    for n, task_id in enumerate(sent):
+        task = wait_state(web, task_id, ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"],
+                          max(1.0, deadline - time.monotonic()))
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED" and chunks(task) == [
+            f"burst {n}"], task
+
+
+def resubscribe(server: Server, task_id: str) -> List[Dict[str, Any]]:
+    return [event["data"]["result"] for event in server.stream(
+        "SubscribeToTask", {"id": task_id}, timeout=30) if "result" in event["data"]]
+
+
+def test_web_restarts_and_a_warm_worker_shutdown_during_a_task(
+        tmp_path: Path, processes: Any) -> None:
+    """RabbitMQ, a gevent-pool worker: the web tier reloads (HUP) and then stops and
+    starts again (SIGTERM) while a 10 s task runs; the Celery worker gets a warm
+    shutdown before the task ends.  The task completes, and a resubscribe on the new
+    web server sees each of its events once, in order."""
+    rabbit_up()
+    env = {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
+           "CELERY_BROKER_URL": RABBIT_BROKER, "CELERY_QUEUE": f"a2a-test-{uuid.uuid4().hex}"}
+    web = processes("web", "examples.celery_agent:app", env=env)
+    worker = processes("worker", "examples.celery_agent:celery", env, pool="gevent",
+                       concurrency=10)
+    task = send(web, "slow:10", immediately=True)
+    wait_state(web, task["id"], ["TASK_STATE_WORKING"], 15)
+    web.proc.send_signal(signal.SIGHUP)  # a reload: new workers, the old ones stop
+    time.sleep(2)
+    assert get(web, task["id"])["status"]["state"] == "TASK_STATE_WORKING"
+    port = web.port
+    web.stop()  # SIGTERM: the web tier is gone for a while
+    time.sleep(1)
+    web = processes("web", "examples.celery_agent:app", env=env, port=port)
+    with ThreadPoolExecutor(1) as pool:
+        following = pool.submit(resubscribe, web, task["id"])
+        time.sleep(0.5)
+        worker.warm_stop(timeout=20)  # waits for the run: the task is not failed
+        assert worker.proc.returncode == 0
+        events = following.result(timeout=20)
+    final = events[-1]
+    assert final["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", events
+    task = get(web, task["id"])
+    steps = [f"worked {n} of 10 s" for n in range(1, 11)]
+    assert texts(task) == steps
+    assert chunks(task) == [f"step {n}\n" for n in range(1, 11)] + ["done after 10 s"]
+    # The resubscribe: a snapshot, then each later event once, in order.
+    assert "task" in events[0]
+    seen = [event["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+            for event in events[1:] if "statusUpdate" in event
+            and event["statusUpdate"]["status"].get("message")]
+    assert texts(events[0]["task"]) + seen == steps
+
+
+def test_no_worker_then_a_worker_then_a_killed_one(env: Dict[str, str], processes: Any) -> None:
+    """No worker: a non-blocking send answers SUBMITTED at once, a blocking one at
+    A2A_BLOCKING_TIMEOUT with the task as it stands; both run once a worker comes.
+    Then a worker is SIGKILLed mid-task: the rerun-safe agent runs the task again
+    (the final task holds the second run's chunks only, and says it restarted); the
+    other fails it once, saying why."""
+    web = processes("web", "tests.celery_app:app",
+                    env={**env, "FLASK_A2A_BLOCKING_TIMEOUT": "2"})
+    started = time.monotonic()
+    queued = send(web, "queued", path="/safe", immediately=True)
+    assert queued["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert time.monotonic() - started < 2
+    started = time.monotonic()
+    blocked = send(web, "blocked", path="/safe")
+    assert blocked["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert 1.5 < time.monotonic() - started < 6
+    worker = processes("worker", "tests.celery_app:celery", env)
+    for task_id, text in ((queued["id"], "queued"), (blocked["id"], "blocked")):
+        task = wait_state(web, task_id, ["TASK_STATE_COMPLETED"], 20, path="/safe")
+        assert chunks(task) == [text]
+
+    for path in ("/safe", "/unsafe"):
+        task = send(web, "slow:3", path=path, immediately=True)
+        deadline = time.monotonic() + 15
+        while "chunk 2;" not in chunks(get(web, task["id"], path)):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child, = worker.children()
+        os.kill(child, signal.SIGKILL)
+        final = wait_state(web, task["id"], ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"], 20,
+                           path)
+        if path == "/safe":
+            assert final["status"]["state"] == "TASK_STATE_COMPLETED", final
+            assert chunks(final) == ["chunk 1;", "chunk 2;", "chunk 3;"]
+            assert [t.split(" (")[0] for t in texts(final)] == [
+                "step 1 of 3", "step 2 of 3", RESTARTED, "step 1 of 3", "step 2 of 3",
+                "step 3 of 3"]
+        else:
+            assert final["status"]["state"] == "TASK_STATE_FAILED", final
+            assert final["status"]["message"]["parts"][0]["text"] == NOT_RERUN
+            time.sleep(1)  # nothing more happens to it
+            assert get(web, task["id"], path)["status"] == final["status"]
