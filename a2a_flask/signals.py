@@ -89,13 +89,13 @@ def send(signal: NamedSignal, sender: Any, **kwargs: Any) -> None:
 _METHODS = {request_handled: "on_request", task_created: "on_created",
             task_state_changed: "on_state", stream_opened: "on_open",
             stream_closed: "on_close", push_sent: "on_sent", push_failed: "on_failed",
-            store_error: "on_store_error"}
+            store_error: "on_store_error", task_run: "on_run"}
 
 
 def connect_methods(backend: Any) -> None:
     """Connect each signal to the ``backend``'s method for it, where it has one
     (``on_request``, ``on_created``, ``on_state``, ``on_open``, ``on_close``,
-    ``on_sent``, ``on_failed``, ``on_store_error``).  Strong references: a
+    ``on_sent``, ``on_failed``, ``on_store_error``, ``on_run``).  Strong references: a
     backend lives as long as the process."""
     for signal, name in _METHODS.items():
         method = getattr(backend, name, None)

@@ -29,7 +29,6 @@ a2a = A2A(
         skills=[AgentSkill(id="echo", name="Echo", description="Echoes, slowly on request",
                            tags=["echo", "celery"], examples=["hello", "slow:10"])],
     ),
-    runner="celery",
 )
 
 
@@ -71,6 +70,7 @@ def celery_init_app(app: Flask) -> Celery:
 
 def create_app() -> Flask:
     app = Flask(__name__)
+    app.config["A2A_RUNNER"] = "celery"  # FLASK_A2A_RUNNER=inline runs in the web tier
     app.config.from_prefixed_env()  # FLASK_A2A_STORE -> A2A_STORE, ...
     app.config["CELERY"] = {
         "broker_url": os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0"),

@@ -18,7 +18,7 @@ import requests
 from flask import Flask
 
 from a2a_flask import A2A
-from a2a_flask.engine.runners import NOT_RERUN, RESTARTED, QueuedRun
+from a2a_flask.engine.runners import NOT_RERUN, RESTARTED, QueuedRun, execute, queue
 
 from .conftest import make_card, redis_up, require
 from .helpers import Server, stop_process_group, user_message
@@ -161,6 +161,39 @@ def test_a_queued_run_is_read_back_with_checked_types() -> None:
     for bad in (None, [], {**order.to_dict(), "seq": "1"}, {"agent": "a2a"}):
         with pytest.raises(ValueError):
             QueuedRun.from_dict(bad)
+
+
+def test_the_runner_seam_without_celery(tmp_path: Path) -> None:
+    """A runner of a few lines (a list as its queue): the web side answers with the
+    queued task, the worker side runs it with the same TaskContext, to the store."""
+    queued: List[Dict[str, Any]] = []
+
+    class ListRunner:
+        def start(self, run: Any) -> None:
+            queued.append(queue(run, "a2a").to_dict())
+
+    agent = A2A(card=make_card(), store=f"sqlite:///{tmp_path}/tasks.db")
+    agent.executor(lambda ctx: f"ran {ctx.text}")
+    app = Flask("seam")
+    agent.init_app(app)
+    runtime = app.extensions["a2a"]["a2a"].service.runtime
+    runtime.runner = ListRunner()
+    answer = app.test_client().post("/a2a", headers={"A2A-Version": "1.0"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": user_message("x", "m-seam"),
+                   "configuration": {"returnImmediately": True}}}).get_json()
+    assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    order, = queued
+    with app.app_context():
+        run = execute(runtime, QueuedRun.from_dict(order), rerun_safe=False)
+        assert run is not None
+        # Delivered again after it finished: nothing runs twice.
+        assert execute(runtime, QueuedRun.from_dict(order), rerun_safe=False) is None
+    record = runtime.store.load(order["task_id"])
+    assert record.state.value == "TASK_STATE_COMPLETED"
+    assert [part.text for artifact in record.task.artifacts
+            for part in artifact.parts] == ["ran x"]
+    app.extensions["a2a"]["a2a"].close()
 
 
 # ------------------------------------------------------------- real processes

@@ -262,7 +262,15 @@ class _Meters:
             "a2a.streams.open", description="Open SSE streams")
         self.pushes = meter.create_counter(
             "a2a.push.attempts", description="Webhook delivery attempts by outcome")
+        self.queue_wait = meter.create_histogram(
+            "a2a.task.queue_wait", unit="s", description="Queued runs' wait for a worker")
+        self.run_time = meter.create_histogram(
+            "a2a.task.run_time", unit="s", description="Worker time of queued runs")
         signals.connect_methods(self)
+
+    def on_run(self, _: Any, **kw: Any) -> None:
+        self.queue_wait.record(kw["queue_wait"])
+        self.run_time.record(kw["run_time"])
 
     def on_request(self, _: Any, **kw: Any) -> None:
         self.duration.record(kw["duration"], {"rpc.system": kw["binding"],
