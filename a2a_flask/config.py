@@ -45,6 +45,19 @@ class Settings:
     #: or ``sqlite:///path/to/file.db`` (one host; missing folders are created),
     #: ``redis://host:6379/0`` (several hosts; the ``redis`` extra).
     store: str = "memory://"
+    #: Seconds any one call to a networked store (Redis, PostgreSQL, MySQL/MariaDB) may
+    #: take: connecting, each command or statement, and the wait for a pooled connection.
+    #: Past it the caller gets "task store unavailable" (REST 503) and the connection
+    #: that hung is dropped, never used again.
+    store_timeout: float = 5.0
+    #: Connections each worker process may hold to a networked store for reads (and all
+    #: but a running task's own writes); a caller finding them all busy waits up to
+    #: ``A2A_STORE_TIMEOUT`` for one.  The SQL store may open ``max_overflow`` (a URL
+    #: parameter, 10) more under a burst.
+    store_pool_size: int = 20
+    #: Connections each worker process keeps apart for running tasks' own writes and
+    #: lease renewals, so that a crowd of readers cannot starve the work they watch.
+    store_writer_pool_size: int = 5
     #: Seconds between SSE keep-alive comments on an idle stream.
     sse_keepalive: float = 15.0
     #: Longest time a blocking SendMessage waits for a terminal or interrupted state
@@ -172,12 +185,13 @@ class Settings:
 
 #: The values of ``A2A_RUNNER``: where executors run.
 RUNNERS = ("inline", "celery")
-_AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_attempts")
+_AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_attempts",
+                 "store_pool_size", "store_writer_pool_size")
 _NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_task_bytes",
                  "max_streams_per_caller", "max_anonymous_streams", "max_push_configs",
                  "gc_full_every")
-_POSITIVE = ("sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl", "body_timeout",
-             "push_timeout", "push_retry_delay", "push_retry_max_delay")
+_POSITIVE = ("store_timeout", "sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl",
+             "body_timeout", "push_timeout", "push_retry_delay", "push_retry_max_delay")
 _RANGES: Tuple[Tuple[Tuple[str, ...], Callable[[Any], bool], str], ...] = (
     (_AT_LEAST_ONE, lambda v: v >= 1, ">= 1"),
     (_NOT_NEGATIVE, lambda v: v >= 0, ">= 0"),

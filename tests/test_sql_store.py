@@ -105,10 +105,15 @@ def test_open_store_takes_an_engine_and_the_mariadb_alias(sql_url):
 
 
 def test_unusable_urls_and_objects_are_store_errors():
-    with pytest.raises(StoreError, match="cannot reach the SQL store"):
-        open_store("postgresql://postgres@127.0.0.1:1/postgres")
-    with pytest.raises(StoreError, match="cannot reach the SQL store"):
-        open_store("mysql://root@127.0.0.1:1/x")
+    # A database that does not answer is an outage, not a setting: the store opens
+    # (the app starts) and its calls answer "task store unavailable" until it is up.
+    for url in ("postgresql://postgres@127.0.0.1:1/postgres", "mysql://root@127.0.0.1:1/x"):
+        unreachable = open_store(url)
+        with pytest.raises(StoreUnavailable):
+            unreachable.load("t1")
+        unreachable.close()
+    with pytest.raises(StoreError, match="cannot use the SQL store URL"):
+        open_store("postgresql+nosuchdriver://postgres@127.0.0.1/postgres")
     with pytest.raises(StoreError, match="needs a SQLAlchemy Engine"):
         open_store(object())
     with pytest.raises(StoreError, match="PostgreSQL or MySQL"):
@@ -117,16 +122,22 @@ def test_unusable_urls_and_objects_are_store_errors():
         open_store("postgresql://postgres@127.0.0.1/postgres?pool_size=many")
 
 
-def test_password_is_not_in_the_error():
-    with pytest.raises(StoreError) as caught:
-        open_store("postgresql://postgres:s3cret@127.0.0.1:1/postgres")
-    assert "s3cret" not in str(caught.value)
+def test_password_is_not_in_the_error(caplog):
+    store = open_store("postgresql://postgres:s3cret@127.0.0.1:1/postgres")
+    with pytest.raises(StoreUnavailable) as caught:
+        store.load("t1")
+    store.close()
+    assert "s3cret" not in str(caught.value) and "s3cret" not in caplog.text
+    with pytest.raises(StoreError) as refused:
+        open_store("postgresql+nosuchdriver://postgres:s3cret@127.0.0.1/postgres")
+    assert "s3cret" not in str(refused.value)
 
 
 # ================================================================ tables and migrations
 
 
 def test_tables_are_prefixed_and_created_on_first_use(store):
+    assert store.load("t1") is None  # the first call creates them (opening sends nothing)
     names = sa.inspect(store.engine).get_table_names(schema=store.schema)
     assert sorted(names) == ["a2a_claims", "a2a_events", "a2a_leases", "a2a_push_targets",
                              "a2a_tasks"]
@@ -326,9 +337,14 @@ def test_pg8000_encrypts_with_the_shared_context_when_the_server_offers_tls(tmp_
 @pytest.mark.parametrize("mode", ["require", "verify-ca", "verify-full"])
 def test_pg8000_never_falls_back_to_plain_text_when_the_url_demands_tls(pg8000_url, mode):
     """This server has no TLS: a URL that says ``sslmode=require`` (or a verify mode)
-    is refused, not served in plain text."""
-    with pytest.raises(StoreError, match="refuses SSL"):
-        open_store(f"{pg8000_url}&sslmode={mode}")
+    is refused, not served in plain text: every call fails, saying why."""
+    store = open_store(f"{pg8000_url}&sslmode={mode}")
+    try:
+        with pytest.raises(StoreUnavailable) as caught:
+            store.load("t1")
+        assert "refuses SSL" in str(caught.value.__cause__)
+    finally:
+        store.close()
 
 
 def test_pg8000_sslmode_disable_never_asks_for_tls(pg8000_url, watch_pg8000):

@@ -115,8 +115,8 @@ def test_a_read_only_folder_or_file_stops_the_app_from_the_environment(scheme, t
 
 
 @pytest.mark.parametrize("url", [
-    "redis://:s3cret@127.0.0.1:1/0",  # nothing listens on port 1
-    "redis://user:s3cret@127.0.0.1:1/0",
+    "redis://:s3cret@127.0.0.1:notaport/0",  # a port redis-py cannot read
+    "redis://user:s3cret@127.0.0.1:notaport/0",
     "postgress://user:s3cret@db.example/tasks",  # a misspelt scheme
     "postgresql://user:s3cret@db.example/tasks?pool_size=many",
 ], ids=["redis-password", "redis-user", "unknown-scheme", "bad-pool-setting"])
@@ -125,3 +125,22 @@ def test_store_errors_never_carry_the_password(url):
         init(url)
     assert "s3cret" not in str(raised.value)
     assert ":***@" in str(raised.value)
+
+
+@pytest.mark.parametrize("url", ["redis://:s3cret@127.0.0.1:1/0",  # nothing listens on 1
+                                 "redis://user:s3cret@127.0.0.1:1/0"])
+def test_an_unreachable_stores_outage_never_carries_the_password(url, caplog):
+    """A store that is down is an outage, reported at each call (not at start-up):
+    neither the caller's error nor the log line names the password."""
+    from a2a_flask import StoreUnavailable
+    from a2a_flask.stores import open_store
+
+    pytest.importorskip("redis")
+    store = open_store(url)
+    try:
+        with pytest.raises(StoreUnavailable) as raised:
+            store.load("t1")
+    finally:
+        store.close()
+    assert "s3cret" not in str(raised.value) and "s3cret" not in str(raised.value.__cause__)
+    assert "s3cret" not in caplog.text

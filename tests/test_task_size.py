@@ -325,9 +325,9 @@ def test_messages_to_an_open_task_send_redis_bytes_linear_in_what_was_sent(tmp_p
     sent = []
     append_script = store._append
 
-    def counted(keys, args):
+    def counted(keys, args, **options):
         sent.append(sum(len(str(arg)) for arg in args))
-        return append_script(keys=keys, args=args)
+        return append_script(keys=keys, args=args, **options)
 
     store._append = counted
     try:

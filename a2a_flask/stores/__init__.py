@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Tuple, cast
+from typing import TYPE_CHECKING, Any, Optional, Tuple, cast
 from urllib.parse import urlsplit
 
-from .base import (LogEntry, SequenceConflict, StoreError, TaskQuery, TaskRecord, TaskStore,
-                   safe_url)
+from .base import (LogEntry, SequenceConflict, StoreError, StoreLimits, TaskQuery, TaskRecord,
+                   TaskStore, safe_url)
 from .memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ __all__ = [
     "LogEntry",
     "SequenceConflict",
     "StoreError",
+    "StoreLimits",
     "MemoryStore",
     "ShelveStore",
     "SQLiteStore",
@@ -46,7 +47,8 @@ def __getattr__(name: str) -> Any:
 _FILES = {"sqlite": ("", "-wal", "-shm"), "shelve": (".log", ".lock", ".dat", ".dir", ".bak")}
 
 
-def open_store(url: Any, *, task_ttl: float = 0.0) -> TaskStore:
+def open_store(url: Any, *, task_ttl: float = 0.0,
+               limits: Optional[StoreLimits] = None) -> TaskStore:
     """Open the store a URL names: ``memory://``, ``shelve:///path/to/file`` or
     ``sqlite:///path/to/file.db``.
 
@@ -59,10 +61,15 @@ def open_store(url: Any, *, task_ttl: float = 0.0) -> TaskStore:
     Missing folders on a shelve or sqlite path are created (and logged); a path
     whose folder cannot be created or written, or whose files are folders or
     read-only, raises :class:`StoreError` naming the path.
-    Raises :class:`StoreError` for an unknown scheme or a path that cannot be used.
+    ``limits`` bound the networked stores' calls and pools (defaults:
+    :class:`StoreLimits`).  A networked store opens without reaching its server
+    (its first call does, and answers "task store unavailable" while it cannot).
+    Raises :class:`StoreError` for an unknown scheme, a path that cannot be used
+    or a missing driver.
     """
+    limits = limits or StoreLimits()
     if not isinstance(url, str):  # an app's SQLAlchemy Engine (A2A(store=db.engine))
-        return cast(TaskStore, _sql().SQLStore(url))
+        return cast(TaskStore, _sql().SQLStore(url, timeout=limits.timeout))
     parts = urlsplit(url)
     if parts.scheme == "memory":
         return MemoryStore()
@@ -81,9 +88,9 @@ def open_store(url: Any, *, task_ttl: float = 0.0) -> TaskStore:
     if parts.scheme in ("redis", "rediss", "unix"):
         from .redis import RedisStore
 
-        return RedisStore(url, task_ttl=task_ttl)
+        return RedisStore(url, task_ttl=task_ttl, limits=limits)
     if parts.scheme.split("+", 1)[0] in ("postgresql", "postgres", "mysql", "mariadb"):
-        return cast(TaskStore, _sql().open_sql_store(url))
+        return cast(TaskStore, _sql().open_sql_store(url, limits=limits))
     raise StoreError(f"unknown store URL {safe_url(url)!r}; use memory://, shelve:///path, "
                      "sqlite:///path, redis://host:port/db, postgresql://... or mysql://...")
 

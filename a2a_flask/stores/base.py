@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 import logging
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -46,6 +47,19 @@ class SequenceConflict(Exception):
 
 class StoreError(Exception):
     """The store cannot be opened or used (bad URL, unreachable service)."""
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    """How long a networked store's calls may take and how many connections it holds
+    (``A2A_STORE_TIMEOUT``, ``A2A_STORE_POOL_SIZE``, ``A2A_STORE_WRITER_POOL_SIZE``)."""
+
+    #: Seconds for any one call: connecting, a command or statement, a pool checkout.
+    timeout: float = 5.0
+    #: Connections for reads and all but running tasks' own writes.
+    pool_size: int = 20
+    #: Connections kept apart for running tasks' own writes and lease renewals.
+    writer_pool_size: int = 5
 
 
 def safe_url(url: str) -> str:
@@ -239,6 +253,9 @@ class TaskStore(ABC):
 
     #: Set by :meth:`close`; background work on a closed store stops.
     closed: bool = False
+    #: False until :meth:`prepare` has run without an outage (a networked store
+    #: opens without touching its server: the app starts while it is down).
+    prepared: bool = True
     #: About how many entries one :meth:`read` returns at most: a reader catching
     #: up on a long log takes it in slices, so that no one step (decoding them
     #: all) holds the worker for long.
@@ -378,6 +395,11 @@ class TaskStore(ABC):
         if notifier is not None:
             notifier.notify(task_id)
 
+    def prepare(self) -> None:
+        """The store's first-use work (reaching the server, creating tables, moving
+        old keys), run once before its first call by :func:`outages_as_unavailable`;
+        an outage here is the call's outage, and the next call tries again."""
+
     def close(self) -> None:
         """Release files and connections."""
         self.closed = True
@@ -417,6 +439,8 @@ def _guarded(method: Callable[..., Any], errors: Tuple[Type[BaseException], ...]
     @functools.wraps(method)
     def guarded(self: TaskStore, *args: Any, **kwargs: Any) -> Any:
         try:
+            if not self.prepared:
+                prepare_once(self)
             return method(self, *args, **kwargs)
         except errors as exc:
             if not is_outage(exc):
@@ -426,6 +450,35 @@ def _guarded(method: Callable[..., Any], errors: Tuple[Type[BaseException], ...]
             raise StoreUnavailable() from exc
 
     return guarded
+
+
+#: The longest a caller waits for another's :meth:`TaskStore.prepare` (seconds); the
+#: store's own timeouts bound that call long before.
+PREPARE_WAIT = 60.0
+
+
+def prepare_once(store: TaskStore) -> None:
+    """Run ``store.prepare()`` unless it has succeeded.  Callers arriving meanwhile
+    wait for that one attempt (bounded) and share its outcome: they go on if it
+    succeeded, and answer "task store unavailable" at once if it failed (rather than
+    each trying in turn, which would make the last of N callers wait N timeouts)."""
+    state = store.__dict__
+    lock = state.setdefault("_prepare_lock", threading.Lock())
+    finished = state.get("_prepare_attempts", 0)  # attempts ended before this caller came
+    if not lock.acquire(timeout=PREPARE_WAIT):
+        raise StoreUnavailable()
+    try:
+        if store.prepared:
+            return
+        if state.get("_prepare_attempts", 0) != finished:
+            raise StoreUnavailable()  # the attempt this caller waited for failed just now
+        try:
+            store.prepare()
+            store.prepared = True
+        finally:
+            state["_prepare_attempts"] = finished + 1
+    finally:
+        lock.release()
 
 
 _last_report: "dict[int, float]" = {}

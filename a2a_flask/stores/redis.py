@@ -67,6 +67,7 @@ from .base import (
     PushTarget,
     SequenceConflict,
     StoreError,
+    StoreLimits,
     TaskPage,
     TaskQuery,
     TaskRecord,
@@ -87,13 +88,11 @@ from .serial import (EncodedEntries, dump_event, dump_target, dump_task, load_ev
 
 #: How often a waiter re-reads without a wake-up (seconds): a safety net only.
 SAFETY_POLL = 1.0
-#: The longest any Redis call may take (seconds) before the store counts as unavailable.
-SOCKET_TIMEOUT = 5.0
 #: What ``{p}:layout`` holds once the indexes of 0.1.0 are moved (``2``) and the context
 #: and state indexes built (``3``) (:meth:`RedisStore._upgrade`).
 LAYOUT = b"3"
 #: How long a process upgrading the layout keeps others from starting to (seconds):
-#: if it dies, the next process to open the store after this upgrades it.
+#: if it dies, the next process to use the store after this upgrades it.
 UPGRADE_LOCK = 300
 #: Tasks whose snapshot counts a process remembers (the dict is dropped whole past it).
 COUNTS_KEPT = 10000
@@ -299,24 +298,39 @@ def _score(timestamp: str) -> float:
 class RedisStore(TaskStore):
     """See the module docstring.  ``url`` is ``redis://host:port/db[?prefix=name]``."""
 
-    def __init__(self, url: str, *, task_ttl: float = 0.0) -> None:
+    def __init__(self, url: str, *, task_ttl: float = 0.0,
+                 limits: Optional[StoreLimits] = None) -> None:
         try:
             import redis
         except ImportError:
             raise StoreError("the redis store needs the redis package: "
                              "pip install 'a2a-flask[redis]'") from None
+        limits = limits or StoreLimits()
         query = parse_qs(urlsplit(url).query)
         self.prefix = query.pop("prefix", ["a2a"])[0]
         self.task_ttl = task_ttl
+        self.limits = limits
         clean = url.split("?", 1)[0]
-        try:
-            # Typed Any: redis-py's return types are unions of sync and async forms.
-            self._redis: Any = redis.Redis.from_url(
-                clean, socket_connect_timeout=SOCKET_TIMEOUT, socket_timeout=SOCKET_TIMEOUT,
+
+        def client(size: int) -> Any:
+            # A blocking pool: when every connection is busy a caller waits (up to the
+            # timeout) for one instead of failing at once (redis-py's default pool).
+            pool = redis.BlockingConnectionPool.from_url(
+                clean, max_connections=size, timeout=limits.timeout,
+                socket_connect_timeout=limits.timeout, socket_timeout=limits.timeout,
                 health_check_interval=30)
-            self._redis.ping()
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot reach the redis store at {safe_url(clean)}: {exc}") from exc
+            return redis.Redis(connection_pool=pool)
+
+        try:
+            # Nothing is sent yet (the first call does, see prepare): the app starts
+            # while Redis is down; a URL redis-py cannot read stops it here.
+            # Typed Any: redis-py's return types are unions of sync and async forms.
+            self._redis: Any = client(limits.pool_size)
+            #: A running task's own writes and lease renewals: a pool readers never use.
+            self._writer: Any = client(limits.writer_pool_size)
+        except (ValueError, redis.RedisError) as exc:
+            raise StoreError(f"cannot use the redis store URL {safe_url(clean)}: {exc}") from None
+        self.prepared = False
         self._append = self._redis.register_script(_APPEND)
         self._create = self._redis.register_script(_CREATE)
         self._renew = self._redis.register_script(_RENEW)
@@ -333,10 +347,12 @@ class RedisStore(TaskStore):
         self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
-        try:
-            self._upgrade()
-        except redis.RedisError as exc:
-            raise StoreError(f"cannot upgrade the redis store at {clean}: {exc}") from exc
+
+    def prepare(self) -> None:
+        """The first call's work: bring an older store's layout up to date
+        (:meth:`_upgrade`); opening the store sends nothing, so the app starts
+        while Redis is down."""
+        self._upgrade()
 
     # ------------------------------------------------------------ keys
 
@@ -437,7 +453,7 @@ class RedisStore(TaskStore):
         kept = self._written.get(task_id)
         if kept is not None and kept[0] == expected_seq:
             return kept[1], kept[2], kept[3]
-        seq, snap_seq, snap_bytes, log_bytes = self._redis.hmget(
+        seq, snap_seq, snap_bytes, log_bytes = self._writer.hmget(  # appends: the writers' pool
             self._key("task", task_id), "seq", "snap_seq", "snap_bytes", "log_bytes")
         if seq is None:
             raise SequenceConflict(task_id)
@@ -480,6 +496,7 @@ class RedisStore(TaskStore):
             args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
                   ttl, size, since, len(record.outline.history),
                   self._state_indexes(tenant, owner), tenant, owner, *logged],
+            client=self._writer,
         )
         if seq < 0:
             self._written.pop(task_id, None)
@@ -729,7 +746,7 @@ class RedisStore(TaskStore):
     # ------------------------------------------------------------ leases
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        pipe = self._redis.pipeline()
+        pipe = self._writer.pipeline()
         pipe.set(self._key("lease", task_id), owner, px=int(ttl * 1000))
         pipe.sadd(self._running, task_id)
         pipe.execute()
@@ -737,12 +754,12 @@ class RedisStore(TaskStore):
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         for task_id in task_ids:
             self._renew(keys=[self._key("lease", task_id), self._running],
-                        args=[owner, int(ttl * 1000), task_id])
+                        args=[owner, int(ttl * 1000), task_id], client=self._writer)
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
         # One script: a lease another process took meanwhile is never dropped.
         self._release(keys=[self._key("lease", task_id), self._running],
-                      args=[owner or "", task_id])
+                      args=[owner or "", task_id], client=self._writer)
 
     def expired_leases(self) -> List[str]:
         running = [i.decode() for i in self._redis.smembers(self._running)]
@@ -800,12 +817,12 @@ class RedisStore(TaskStore):
         ``github:alice``): each entry goes to the index of its task's own tenant
         and owner, read from the task's hash (:meth:`_move_index`).  Layout 3 adds
         the context and state indexes, built from the callers' indexes.  The first
-        process to open the store upgrades it; others opening it meanwhile go on at
+        process to use the store upgrades it; others using it meanwhile go on at
         once: each ListTasks first moves the old index its query names, if one is
         left, and filters by reading the caller's index until the layout is 3 (so
         nothing is missing while the upgrade runs, or while a 0.1.0 process still
         writes during a rolling upgrade).  Both steps are idempotent: an upgrade
-        cut short is finished by the next process to open the store.
+        cut short is finished by the next process to use the store.
         """
         layout = self._redis.get(self._layout)
         if layout == LAYOUT:
@@ -860,3 +877,6 @@ class RedisStore(TaskStore):
     def close(self) -> None:
         super().close()
         self._redis.close()
+        self._redis.connection_pool.disconnect()
+        self._writer.close()
+        self._writer.connection_pool.disconnect()

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -47,6 +48,7 @@ from .base import (
     PushTarget,
     SequenceConflict,
     StoreError,
+    StoreLimits,
     TaskPage,
     TaskQuery,
     TaskRecord,
@@ -60,6 +62,7 @@ from .base import (
 )
 from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
                      load_target, load_task)
+from .sql_deadline import CUT, Hung, Watchdog, driver_socket, shut_down
 from .sql_listen import Listener, load_driver
 from .sql_schema import create_all, make_metadata, metadata
 from .sql_tls import (pg8000_tls_options, share_one_tls_context_pg8000,
@@ -67,14 +70,13 @@ from .sql_tls import (pg8000_tls_options, share_one_tls_context_pg8000,
 
 log = logging.getLogger("a2a_flask.stores.sql")
 
-#: Connections each process keeps, and how many more it may open under a burst.
-POOL_SIZE = 20
+#: How many more connections than ``A2A_STORE_POOL_SIZE`` a process may open under a
+#: burst (readers; the writers' pool has no overflow).
 MAX_OVERFLOW = 10
-#: Longest wait for a free connection before "task store unavailable" (seconds).
-POOL_TIMEOUT = 10.0
-#: Socket timeouts: connecting, and any one statement (seconds).
-CONNECT_TIMEOUT = 5
-STATEMENT_TIMEOUT = 30
+#: How much longer than the server's own statement timeout the client waits for an
+#: answer before it cuts the connection (:mod:`.sql_deadline`): a slow statement
+#: ends with the server's error, and the connection lives on; a hung one is cut.
+CUT_MARGIN = 1.0
 #: A pooled connection idle longer than this is pinged before use (seconds).
 PING_AFTER = 1.0
 #: Task heads remembered for waiters (the cache is dropped whole past this size).
@@ -97,22 +99,27 @@ def is_sql_url(scheme: str) -> bool:
     return scheme.split("+", 1)[0] in _SCHEMES
 
 
-def open_sql_store(url: str) -> "SQLStore":
-    """A store on the database a URL names, with an engine of its own.
+def open_sql_store(url: str, *, limits: Optional[StoreLimits] = None) -> "SQLStore":
+    """A store on the database a URL names, with engines of its own: one for readers
+    (``limits.pool_size`` connections, plus :data:`MAX_OVERFLOW`) and one for running
+    tasks' own writes and lease renewals (``limits.writer_pool_size``).
 
     ``postgresql://`` picks psycopg 3 (pg8000 if psycopg is not installed),
     ``mysql://`` and ``mariadb://`` PyMySQL; a
     URL naming its driver (``postgresql+psycopg2://``) keeps it.  Our query
     parameters: ``schema`` (PostgreSQL), ``pool_size``, ``max_overflow``,
-    ``pool_timeout``; the rest go to the driver.
+    ``pool_timeout`` (they win over ``limits``); the rest go to the driver.
+    Nothing is sent to the database here: the first store call connects (and
+    creates the tables), so the app starts while the database is down.
     """
+    limits = limits or StoreLimits()
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
     try:
         schema = query.pop("schema", None)
-        pool_size = int(query.pop("pool_size", POOL_SIZE))
+        pool_size = int(query.pop("pool_size", limits.pool_size))
         max_overflow = int(query.pop("max_overflow", MAX_OVERFLOW))
-        pool_timeout = float(query.pop("pool_timeout", POOL_TIMEOUT))
+        pool_timeout = float(query.pop("pool_timeout", limits.timeout))
     except ValueError as exc:
         raise StoreError(f"bad pool setting in store URL {safe_url(url)}: {exc}") from None
     scheme = _SCHEMES.get(parts.scheme, parts.scheme)
@@ -126,58 +133,145 @@ def open_sql_store(url: str) -> "SQLStore":
             raise StoreError(f"bad TLS setting in store URL {safe_url(url)}: {exc}") from None
     clean = urlunsplit((scheme, parts.netloc, parts.path, urlencode(query), ""))
     driver = scheme.split("+", 1)[-1]
-    connect_args: Dict[str, Any] = {}
-    if driver == "pg8000":
-        connect_args = {"timeout": STATEMENT_TIMEOUT}
-    elif driver == "psycopg":
-        connect_args = {"connect_timeout": CONNECT_TIMEOUT,
-                        "options": f"-c statement_timeout={STATEMENT_TIMEOUT * 1000}"}
-    elif driver == "pymysql":
-        # UTC sessions: UNIX_TIMESTAMP(NOW(6)) never meets a daylight-saving fold.
-        connect_args = {"connect_timeout": CONNECT_TIMEOUT, "read_timeout": STATEMENT_TIMEOUT,
-                        "write_timeout": STATEMENT_TIMEOUT, "charset": "utf8mb4",
-                        "init_command": "SET time_zone='+00:00'"}
-    try:
-        # Autocommit sessions: a read is one round trip (no BEGIN, no ROLLBACK on
-        # return); writes open their transaction explicitly (SQLStore._connect).
-        engine = sa.create_engine(clean, pool_size=pool_size, max_overflow=max_overflow,
-                                  pool_timeout=pool_timeout, pool_recycle=3600,
-                                  isolation_level="AUTOCOMMIT", skip_autocommit_rollback=True,
-                                  connect_args=connect_args)
-    except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
-        raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: {exc} "
-                         "(pip install 'a2a-flask[sql]')") from None
-    ping_when_idle(engine, PING_AFTER)
+    # A timeout the URL gives its driver (``?connect_timeout=10``) wins over ours.
+    connect_args = {key: value for key, value in _connect_args(driver, limits.timeout).items()
+                    if key not in query}
+
+    def engine(size: int, overflow: int) -> Engine:
+        try:
+            # Autocommit sessions: a read is one round trip (no BEGIN, no ROLLBACK on
+            # return); writes open their transaction explicitly (SQLStore._connect).
+            made = sa.create_engine(clean, pool_size=size, max_overflow=overflow,
+                                    pool_timeout=pool_timeout, pool_recycle=3600,
+                                    isolation_level="AUTOCOMMIT",
+                                    skip_autocommit_rollback=True, connect_args=connect_args)
+        except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+            raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: {exc} "
+                             "(pip install 'a2a-flask[sql]')") from None
+        if driver == "pymysql":
+            share_one_tls_context_pymysql(made)
+        elif driver == "pg8000":
+            share_one_tls_context_pg8000(made, *tls)
+        return made
+
+    readers = engine(pool_size, max_overflow)
+    writers = engine(limits.writer_pool_size, 0)
+    return SQLStore(readers, schema=schema, owns_engine=True, explicit_transactions=True,
+                    writer_engine=writers, timeout=limits.timeout)
+
+
+def _connect_args(driver: str, timeout: float) -> Dict[str, Any]:
+    """The driver's own bounds: connecting and, where it has one, reading (seconds)."""
+    if driver == "pg8000":  # a socket timeout: connecting and every read
+        return {"timeout": timeout + CUT_MARGIN}
+    if driver in ("psycopg", "psycopg2"):  # libpq counts whole seconds, 2 at least
+        return {"connect_timeout": max(2, math.ceil(timeout))}
     if driver == "pymysql":
-        share_one_tls_context_pymysql(engine)
-    elif driver == "pg8000":
-        share_one_tls_context_pg8000(engine, *tls)
-    return SQLStore(engine, schema=schema, owns_engine=True, explicit_transactions=True)
+        # UTC sessions: UNIX_TIMESTAMP(NOW(6)) never meets a daylight-saving fold.
+        # Row lock waits end with the server's error before the client's read timeout.
+        return {"connect_timeout": timeout, "read_timeout": timeout + CUT_MARGIN,
+                "write_timeout": timeout + CUT_MARGIN, "charset": "utf8mb4",
+                "init_command": "SET time_zone='+00:00', "
+                                f"innodb_lock_wait_timeout={max(1, math.ceil(timeout))}"}
+    return {}
 
 
-def ping_when_idle(engine: Engine, idle: float) -> None:
+def bound_every_call(engine: Engine, timeout: float, watchdog: Watchdog) -> None:
+    """Bound each statement on ``engine`` by ``timeout`` seconds, twice over: the
+    server ends a slow one (PostgreSQL's ``statement_timeout`` and ``lock_timeout``,
+    set on each new connection), and the :class:`~.sql_deadline.Watchdog` cuts the
+    connection of one the server never answers (``timeout`` + :data:`CUT_MARGIN`),
+    which the pool then drops."""
+    from sqlalchemy import event
+
+    if engine.dialect.name == "postgresql":
+        millis = max(1, int(timeout * 1000))
+
+        def set_timeouts(dbapi_connection: Any, record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"SET statement_timeout = {millis}")
+            cursor.execute(f"SET lock_timeout = {millis}")
+            cursor.close()
+            if not getattr(dbapi_connection, "autocommit", True):
+                dbapi_connection.commit()  # a SET inside the driver's implicit transaction
+
+        event.listen(engine, "connect", set_timeouts)
+
+    def arm(conn: Connection, *_: Any) -> None:
+        fairy = conn.connection
+        info = fairy.info
+        fd = driver_socket(fairy.dbapi_connection)
+
+        def cut() -> None:
+            info[CUT] = True
+            if fd is not None:
+                shut_down(fd)
+
+        info["a2a_deadline"] = watchdog.arm(cut)
+
+    def disarm(conn: Connection, *_: Any) -> None:
+        token = conn.connection.info.pop("a2a_deadline", None)
+        if token is not None:
+            watchdog.disarm(token)
+
+    def failed(context: Any) -> None:
+        conn = context.connection
+        if conn is None or conn.invalidated:
+            return
+        disarm(conn)
+        if conn.connection.info.get(CUT):
+            context.is_disconnect = True  # cut by the watchdog: never used again
+
+    event.listen(engine, "before_cursor_execute", arm)
+    event.listen(engine, "after_cursor_execute", disarm)
+    event.listen(engine, "handle_error", failed)
+
+
+def ping_when_idle(engine: Engine, idle: float, watchdog: Optional[Watchdog] = None) -> None:
     """Ping a pooled connection before use when it sat idle ``idle`` seconds or more.
 
     ``pool_pre_ping`` pings before *every* use, which costs a round trip per
     store call under load, when connections never sit long enough to go stale.
     A connection that fails its ping is replaced (the pool retries); one that
     breaks while busy invalidates the pool, so the store call fails once with
-    "task store unavailable" and the next ones reconnect.
+    "task store unavailable" and the next ones reconnect.  With a ``watchdog``
+    the ping is bounded like a statement (a connection it had to cut is replaced),
+    and a connection the watchdog cut earlier is never lent again.
     """
     from sqlalchemy import event
 
     def mark(dbapi_connection: Any, record: Any, *_: Any) -> None:
         record.info["a2a_idle_since"] = time.monotonic()
 
+    def ping(dbapi_connection: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        cursor.execute("SELECT 1")
+        cursor.fetchall()
+        cursor.close()
+
     def check(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if record.info.get(CUT):
+            raise sa.exc.DisconnectionError("cut off after a statement hung")
         if time.monotonic() - record.info.get("a2a_idle_since", 0.0) < idle:
             return
+        fd = driver_socket(dbapi_connection)
+        hung: List[bool] = []
+
+        def cut() -> None:
+            hung.append(True)
+            if fd is not None:
+                shut_down(fd)
+
         try:
-            cursor = dbapi_connection.cursor()
-            cursor.execute("SELECT 1")
-            cursor.fetchall()
-            cursor.close()
+            with watchdog.guard(cut) if watchdog is not None else nullcontext():
+                ping(dbapi_connection)
         except Exception as exc:
+            if hung:
+                # No answer at all: the database hangs, and a new connection would
+                # only hang in its turn.  Not a DisconnectionError, which the pool
+                # answers by connecting again: the call ends now (the pool drops
+                # this connection on the way out).
+                raise Hung("no answer to a ping in time") from exc
             raise sa.exc.DisconnectionError(str(exc)) from exc
 
     event.listen(engine, "connect", mark)
@@ -207,15 +301,23 @@ class SQLStore(TaskStore):
     :param engine: a SQLAlchemy engine on PostgreSQL or MySQL/MariaDB.
     :param schema: the PostgreSQL schema (created if missing) or MySQL database
         of the tables; None for the connection's default.
-    :param owns_engine: dispose of the engine on :meth:`close` (not an app's engine).
-    :param create_tables: create missing tables now (off when migrations do it).
+    :param owns_engine: dispose of the engine on :meth:`close` (not an app's engine);
+        the store then also bounds every statement on it (:func:`bound_every_call`),
+        and pings connections that sat idle (:func:`ping_when_idle`).
+    :param create_tables: create missing tables on first use (off when migrations do it).
     :param explicit_transactions: the engine's sessions autocommit and writes
         say ``BEGIN``/``COMMIT`` themselves (the engines :func:`open_sql_store` makes).
+    :param writer_engine: an engine on the same database for running tasks' own
+        writes and lease renewals (a pool readers cannot exhaust); None: ``engine``.
+    :param timeout: seconds any one statement may take (see :func:`bound_every_call`).
+
+    Nothing is sent to the database until the first call (:meth:`prepare`).
     """
 
     def __init__(self, engine: Engine, *, schema: Optional[str] = None,
                  owns_engine: bool = False, create_tables: bool = True,
-                 explicit_transactions: bool = False) -> None:
+                 explicit_transactions: bool = False, writer_engine: Optional[Engine] = None,
+                 timeout: float = StoreLimits.timeout) -> None:
         if not isinstance(engine, Engine):
             raise StoreError(f"a SQL store needs a SQLAlchemy Engine, not {engine!r}")
         self.engine = engine
@@ -246,13 +348,27 @@ class SQLStore(TaskStore):
         self._listener: Optional[Listener] = None
         self._listener_lock = threading.Lock()
         self._warn_if_blocking()
-        if create_tables:
-            try:
-                create_all(engine, schema)
-            except sa.exc.SQLAlchemyError as exc:
-                raise StoreError(f"cannot reach the SQL store at "
-                                 f"{engine.url.render_as_string(hide_password=True)}: "
-                                 f"{_reason(exc)}") from None
+        self.writer_engine = writer_engine or engine
+        self.timeout = timeout
+        self._watchdog = Watchdog(timeout + CUT_MARGIN)
+        if owns_engine:
+            for own in {id(e): e for e in (engine, self.writer_engine)}.values():
+                ping_when_idle(own, PING_AFTER, self._watchdog)
+                bound_every_call(own, timeout, self._watchdog)
+        self._create_tables = create_tables
+        self.prepared = not create_tables
+
+    def prepare(self) -> None:
+        """Create the missing tables, once, at the first call (a database that is down
+        at start-up only makes calls answer "task store unavailable" until it is up)."""
+        try:
+            create_all(self.engine, self.schema)
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError) as exc:
+            raise _Outage(f"task store unavailable: {_reason(exc)}") from None
+        except sa.exc.SQLAlchemyError as exc:
+            raise StoreError(f"cannot create the tables of the SQL store at "
+                             f"{self.engine.url.render_as_string(hide_password=True)}: "
+                             f"{_reason(exc)}") from None
 
     # ------------------------------------------------------------ plumbing
 
@@ -269,23 +385,27 @@ class SQLStore(TaskStore):
                             "install psycogreen's patch_psycopg()")
 
     @contextmanager
-    def _connect(self, write: bool = False, one_statement: bool = False) -> Iterator[Connection]:
+    def _connect(self, write: bool = False, one_statement: bool = False,
+                 writer: bool = False) -> Iterator[Connection]:
         """A pooled connection (in a transaction committed at the end when ``write``);
-        connection failures and an exhausted pool become an outage (the store's
-        methods raise :class:`~a2a_flask.StoreUnavailable`).
+        connection failures, a statement cut off and an exhausted pool become an
+        outage (the store's methods raise :class:`~a2a_flask.StoreUnavailable`).
 
         ``one_statement``: the write is a single statement, atomic by itself, so
         an autocommit session needs no BEGIN and COMMIT around it (two round trips).
+        ``writer``: a running task's own write or lease, on the writers' engine.
         """
         if self._pid != os.getpid():  # forked (gunicorn --preload): sockets are the parent's
             self.engine.dispose(close=False)
+            self.writer_engine.dispose(close=False)
             self._pid = os.getpid()
+        engine = self.writer_engine if writer else self.engine
         try:
             if not self._explicit:
-                with (self.engine.begin() if write else self.engine.connect()) as conn:
+                with (engine.begin() if write else engine.connect()) as conn:
                     yield conn
             else:
-                with self.engine.connect() as conn:
+                with engine.connect() as conn:
                     if not write or one_statement:
                         yield conn
                         return
@@ -298,9 +418,9 @@ class SQLStore(TaskStore):
                     conn.exec_driver_sql("COMMIT")
         except sa.exc.TimeoutError:
             raise _Outage("task store unavailable: no database connection came free "
-                             f"within {self.engine.pool.timeout()}s (pool "  # type: ignore[attr-defined]
-                             f"{self.engine.pool.size()})") from None  # type: ignore[attr-defined]
-        except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+                             f"within {engine.pool.timeout()}s (pool "  # type: ignore[attr-defined]
+                             f"{engine.pool.size()})") from None  # type: ignore[attr-defined]
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, Hung) as exc:
             raise _Outage(f"task store unavailable: {_reason(exc)}") from None
         except sa.exc.ProgrammingError as exc:  # missing tables, missing rights
             raise StoreError(f"task store unusable: {_reason(exc)} (tables: "
@@ -460,13 +580,13 @@ class SQLStore(TaskStore):
             # transaction around it, one round trip instead of five.
             statement = self._statement(("append", *changes), lambda: self._log_and_notify(
                 moved.returning(t.id).cte("moved")))
-            with self._connect(write=True, one_statement=True) as conn:
+            with self._connect(write=True, one_statement=True, writer=True) as conn:
                 done = conn.execute(statement, {
                     **parameters, **self._log_parameters(logged, state.terminal)}).all()
             if not done:
                 raise SequenceConflict(task_id)
         else:
-            with self._connect(write=True) as conn:
+            with self._connect(write=True, writer=True) as conn:
                 if conn.execute(moved, parameters).rowcount != 1:
                     raise SequenceConflict(task_id)
                 conn.execute(self._statement("insert_events", self.events.insert), [
@@ -529,7 +649,7 @@ class SQLStore(TaskStore):
             listener = self._listener
             if listener is None or listener._pid != os.getpid():
                 listener = Listener(self.engine, self._channel, self._notified,
-                                    lambda: self.closed)
+                                    lambda: self.closed, self.timeout + CUT_MARGIN)
                 self._listener = listener
                 Worker(listener.run, name="a2a-sql-listener")
         return listener
@@ -693,14 +813,14 @@ class SQLStore(TaskStore):
         statement = self._statement("acquire_lease", lambda: self._upsert(self.leases, {
             "task_id": sa.bindparam("v_task_id"), "owner": sa.bindparam("v_owner"),
             "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"]))
-        with self._connect(write=True, one_statement=True) as conn:
+        with self._connect(write=True, one_statement=True, writer=True) as conn:
             conn.execute(statement, {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         if not task_ids:
             return
         lease = self.leases.c
-        with self._connect(write=True, one_statement=True) as conn:
+        with self._connect(write=True, one_statement=True, writer=True) as conn:
             conn.execute(sa.update(self.leases)
                          .where(lease.owner == owner, lease.task_id.in_(task_ids))
                          .values(expires=self._now + ttl))
@@ -715,7 +835,7 @@ class SQLStore(TaskStore):
             return sa.delete(self.leases).where(*condition)
 
         statement = self._statement(("release_lease", owner is None), build)
-        with self._connect(write=True, one_statement=True) as conn:
+        with self._connect(write=True, one_statement=True, writer=True) as conn:
             conn.execute(statement, {"w_task_id": task_id, "w_owner": owner})
 
     def expired_leases(self) -> List[str]:
@@ -743,8 +863,11 @@ class SQLStore(TaskStore):
 
     def close(self) -> None:
         super().close()
+        self._watchdog.stop()
         if self._owns_engine:
             self.engine.dispose()
+            if self.writer_engine is not self.engine:
+                self.writer_engine.dispose()
 
 
 def _roll_back(conn: Connection) -> None:

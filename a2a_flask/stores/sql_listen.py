@@ -62,11 +62,14 @@ def _has_buffered_input(connection: Any) -> bool:
 
 class Listener:
     """Listen on ``channel`` and call ``wake(payload)`` for each notification, until
-    ``stopped()``; reconnects after a failure (waiters re-read meanwhile)."""
+    ``stopped()``; reconnects after a failure (waiters re-read meanwhile).
+    ``timeout``: the socket timeout of a connection of its own (connecting, and
+    each ``SELECT 1`` that reads the notifications)."""
 
     def __init__(self, engine: sa.engine.Engine, channel: str, wake: Callable[[str], None],
-                 stopped: Callable[[], bool]) -> None:
+                 stopped: Callable[[], bool], timeout: float = 10.0) -> None:
         self._url = engine.url
+        self._timeout = timeout
         self._engine = engine if engine.dialect.driver == "pg8000" else None
         self.channel = channel
         self._wake = wake
@@ -80,7 +83,7 @@ class Listener:
         if engine is None:  # another driver: a pg8000 connection of our own on its URL
             engine = sa.create_engine(self._url.set(drivername="postgresql+pg8000", query={}),
                                       poolclass=sa.pool.NullPool,
-                                      connect_args={"timeout": 10})
+                                      connect_args={"timeout": self._timeout})
             # The store's own TLS demands hold for this connection too (libpq's names).
             query = {key: value if isinstance(value, str) else value[-1]
                      for key, value in self._url.query.items()}

@@ -34,7 +34,7 @@ from ..engine.runtime import Run, Runtime
 from .deploy import collect_fully_every, gunicorn_workers, on_worker_shutdown
 from .headers import BODY_LIMIT_KEY, BODY_TIMEOUT_KEY
 from ..engine.service import AgentService, ExtendedCard, Limits
-from ..stores import MemoryStore, TaskStore, open_store
+from ..stores import MemoryStore, StoreLimits, TaskStore, open_store
 
 log = logging.getLogger("a2a_flask")
 
@@ -212,8 +212,10 @@ class A2A:
         if isinstance(self._store, TaskStore):
             store, release_store = self._store, self._store.close
         else:
+            limits = StoreLimits(settings.store_timeout, settings.store_pool_size,
+                                 settings.store_writer_pool_size)
             store, release_store = _open_shared(app, self._store or settings.store,
-                                                settings.task_ttl)
+                                                settings.task_ttl, limits)
         if settings.runner != "inline" and isinstance(store, MemoryStore):
             raise RuntimeError(
                 f"A2A agent {self.name!r} has A2A_RUNNER={settings.runner} with the memory "
@@ -385,7 +387,8 @@ class A2A:
         return self.state(app).store
 
 
-def _open_shared(app: Flask, url: Any, task_ttl: float) -> Tuple[TaskStore, Callable[[], None]]:
+def _open_shared(app: Flask, url: Any, task_ttl: float,
+                 limits: StoreLimits) -> Tuple[TaskStore, Callable[[], None]]:
     """The store ``url`` names for an agent of ``app``, and how to let go of it.
 
     Agents of one app that name the same store share one object: each opening
@@ -395,12 +398,13 @@ def _open_shared(app: Flask, url: Any, task_ttl: float) -> Tuple[TaskStore, Call
     closed when the last agent using it lets go.
     """
     if not isinstance(url, str) or url.split(":", 1)[0] == "memory":
-        own = open_store(url, task_ttl=task_ttl)
+        own = open_store(url, task_ttl=task_ttl, limits=limits)
         return own, own.close
-    shared: Dict[Tuple[str, float], List[Any]] = app.extensions.setdefault("a2a_stores", {})
-    key = (url, task_ttl)
+    shared: Dict[Tuple[str, float, StoreLimits], List[Any]] = app.extensions.setdefault(
+        "a2a_stores", {})
+    key = (url, task_ttl, limits)
     if key not in shared:
-        shared[key] = [open_store(url, task_ttl=task_ttl), 0]
+        shared[key] = [open_store(url, task_ttl=task_ttl, limits=limits), 0]
     entry = shared[key]
     entry[1] += 1
     released = False

@@ -41,8 +41,8 @@ def create_tables_command() -> None:
     made = [t.name for t in names if t.name not in before]
     where = engine.url.render_as_string(hide_password=True) + (f" (schema {schema})"
                                                               if schema else "")
-    # Opening the store (loading the app) creates missing tables too, unless the
-    # app gave A2A a SQLStore made with create_tables=False.
+    # The store's first call creates missing tables too, unless the app gave A2A a
+    # SQLStore made with create_tables=False.
     created = f"Created {', '.join(made)}; a" if made else "A"
     click.echo(f"{created}ll {len(names)} tables are in place in {where}.")
 
