@@ -131,6 +131,8 @@ def claim(runtime: Runtime, order: QueuedRun, *, rerun_safe: bool) -> Optional[R
     if record is None or record.state.terminal:
         return None
     if _started_before(runtime, order, record):
+        if record.state.interrupted:
+            return None  # the first run ended its turn (it asks for input): done with it
         if not rerun_safe:
             runtime.fail(order.task_id, NOT_RERUN)
             return None

@@ -21,11 +21,14 @@ from .. import signals
 from ..engine.runners import QueuedRun, execute, queue
 from ..engine.runtime import Run, Runtime
 from ..observe import otel
+from ..protocol.errors import StoreUnavailable
 
 log = logging.getLogger("a2a_flask")
 
 #: The Celery task name of an agent's runs is this prefix plus the agent's name.
 TASK_PREFIX = "a2a_flask.run."
+#: Seconds before a run that found the store down is tried again (re-queued, not lost).
+STORE_RETRY_DELAY = 2.0
 
 
 class CeleryRunner:
@@ -90,11 +93,14 @@ class CeleryRunner:
             return
         runner = self
 
-        def run(order: Dict[str, Any]) -> None:
-            runner.run(order)
+        def run(task: Any, order: Dict[str, Any]) -> None:
+            try:
+                runner.run(order)
+            except StoreUnavailable:  # before the run started (after, the run handles it)
+                raise task.retry(countdown=STORE_RETRY_DELAY, max_retries=None)
 
         celery.task(name=self.task_name, acks_late=True, reject_on_worker_lost=True,
-                    ignore_result=True, shared=False)(run)
+                    ignore_result=True, shared=False, bind=True)(run)
 
     # -- web side
 
