@@ -1,10 +1,10 @@
 """An agent whose work runs in Celery workers; the web tier only records and serves tasks.
 
-Run the web tier and a worker, each in its own terminal (the store must be one
-both reach: SQLite on one host, or Redis, PostgreSQL, MariaDB)::
+Run the web tier and a worker, each in its own terminal.  The store must be one
+both reach: SQLite on one host (``celery-agent.db`` in the temp folder by default),
+or Redis, PostgreSQL, MariaDB (``FLASK_A2A_STORE``); the broker is
+``CELERY_BROKER_URL`` (Redis on 127.0.0.1 by default)::
 
-    export FLASK_A2A_STORE=sqlite:////tmp/celery-agent.db
-    export CELERY_BROKER_URL=redis://127.0.0.1:6379/0
     gunicorn -k gevent -b 127.0.0.1:8000 examples.celery_agent:app
     celery -A examples.celery_agent:celery worker --loglevel=INFO
 
@@ -13,6 +13,7 @@ and stops when the task is canceled.  Rerunning a task is harmless here, so it
 says so: a task whose worker was killed runs again from the start.
 """
 import os
+import tempfile
 import time
 
 from celery import Celery, Task
@@ -71,6 +72,9 @@ def celery_init_app(app: Flask) -> Celery:
 def create_app() -> Flask:
     app = Flask(__name__)
     app.config["A2A_RUNNER"] = "celery"  # FLASK_A2A_RUNNER=inline runs in the web tier
+    # A store both processes reach: this file unless FLASK_A2A_STORE names another.
+    app.config["A2A_STORE"] = "sqlite:///" + os.path.join(tempfile.gettempdir(),
+                                                          "celery-agent.db")
     app.config.from_prefixed_env()  # FLASK_A2A_STORE -> A2A_STORE, ...
     app.config["CELERY"] = {
         "broker_url": os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0"),
