@@ -148,6 +148,10 @@ def measure(runner: str, processes: int, args: argparse.Namespace, tmp: Path) ->
         if worker is not None:
             stop(worker)
         stop(web)
+        import kombu
+
+        with kombu.Connection(args.broker, connect_timeout=3) as connection:
+            connection.default_channel.queue_delete(queue)
 
 
 def main() -> int:

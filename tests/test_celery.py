@@ -83,12 +83,28 @@ class Worker:
         self._log.close()
 
 
+def drop_queue(broker: str, queue: str) -> None:
+    """Delete a test's queue from its broker (RabbitMQ keeps durable queues)."""
+    import kombu
+
+    with kombu.Connection(broker, connect_timeout=3) as connection:
+        connection.default_channel.queue_delete(queue)
+    if broker.startswith("redis"):  # kombu leaves the queue's exchange bindings
+        import redis
+
+        client = redis.Redis.from_url(broker)
+        client.delete(f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+        client.close()
+
+
 @pytest.fixture
-def env(tmp_path: Path) -> Dict[str, str]:
+def env(tmp_path: Path) -> Any:
     """A store file and a queue of this test's own, on the Redis broker."""
     redis_up()
-    return {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
-            "CELERY_BROKER_URL": REDIS_BROKER, "CELERY_QUEUE": f"a2a-test-{uuid.uuid4().hex}"}
+    queue = f"a2a-test-{uuid.uuid4().hex}"
+    yield {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
+           "CELERY_BROKER_URL": REDIS_BROKER, "CELERY_QUEUE": queue}
+    drop_queue(REDIS_BROKER, queue)
 
 
 @pytest.fixture
@@ -236,7 +252,7 @@ def resubscribe(server: Server, task_id: str) -> List[Dict[str, Any]]:
 
 
 def test_web_restarts_and_a_warm_worker_shutdown_during_a_task(
-        tmp_path: Path, processes: Any) -> None:
+        tmp_path: Path, processes: Any, request: Any) -> None:
     """RabbitMQ, a gevent-pool worker: the web tier reloads (HUP) and then stops and
     starts again (SIGTERM) while a 10 s task runs; the Celery worker gets a warm
     shutdown before the task ends.  The task completes, and a resubscribe on the new
@@ -244,6 +260,7 @@ def test_web_restarts_and_a_warm_worker_shutdown_during_a_task(
     rabbit_up()
     env = {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
            "CELERY_BROKER_URL": RABBIT_BROKER, "CELERY_QUEUE": f"a2a-test-{uuid.uuid4().hex}"}
+    request.addfinalizer(lambda: drop_queue(RABBIT_BROKER, env["CELERY_QUEUE"]))
     web = processes("web", "examples.celery_agent:app", env=env)
     worker = processes("worker", "examples.celery_agent:celery", env, pool="gevent",
                        concurrency=10)

@@ -130,6 +130,8 @@ class A2A:
     :param auth: who may call: an authenticator (see :mod:`a2a_flask.web.auth`, e.g.
         ``BearerAuth(verify)``) or a list of them, tried in order; or use the
         :meth:`authenticate` decorator.  Without one, everybody may call.
+    :param celery: the Celery app runs are queued on with ``A2A_RUNNER=celery``
+        (default: ``app.extensions["celery"]``); see ``docs/celery.rst``.
     :param settings: any other setting by name (``inspector=True``, ``task_ttl=60``),
         read like its ``A2A_*`` key (see :mod:`a2a_flask.config`) and winning over it;
         a name that is no setting raises :class:`TypeError` in ``init_app``.
