@@ -20,7 +20,7 @@ from flask import Flask
 from a2a_flask import A2A
 from a2a_flask.engine.runners import NOT_RERUN, RESTARTED, QueuedRun, execute, queue
 
-from .conftest import make_card, redis_up, require
+from .conftest import drop_sql_database, make_card, redis_up, require, sql_test_url
 from .helpers import Server, stop_process_group, user_message
 
 pytest.importorskip("celery")
@@ -118,6 +118,7 @@ def processes(tmp_path: Path) -> Any:
         started.append(made)
         return made
 
+    start.started = started  # type: ignore[attr-defined]
     yield start
     for made in reversed(started):
         made.stop()
@@ -335,3 +336,24 @@ def test_no_worker_then_a_worker_then_a_killed_one(env: Dict[str, str], processe
             assert final["status"]["message"]["parts"][0]["text"] == NOT_RERUN
             time.sleep(1)  # nothing more happens to it
             assert get(web, task["id"], path)["status"] == final["status"]
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
+def test_networked_stores_with_a_prefork_worker(kind: str, env: Dict[str, str],
+                                                processes: Any) -> None:
+    """The SQL stores' engines are made in each forked pool process, never shared
+    across a fork (the Redis store: bench/celery_bench.py --store redis://...)."""
+    name = f"a2a_celery_{uuid.uuid4().hex[:8]}"
+    store = sql_test_url(kind, name)
+    try:
+        env = {**env, "FLASK_A2A_STORE": store}
+        web = processes("web", "examples.celery_agent:app", env=env)
+        processes("worker", "examples.celery_agent:celery", env, concurrency=2)
+        first, second = send(web, "slow:1", immediately=True), send(web, "hello")
+        assert chunks(second) == ["hello"]
+        done = wait_state(web, first["id"], ["TASK_STATE_COMPLETED"], 15)
+        assert chunks(done) == ["step 1\n", "done after 1 s"]
+    finally:
+        for made in reversed(processes.started):
+            made.stop()
+        drop_sql_database(kind, name)
