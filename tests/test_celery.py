@@ -223,6 +223,14 @@ def test_tasks_run_in_the_worker_and_cancel_and_a_burst(env: Dict[str, str],
     done = send(web, "hello")
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert chunks(done) == ["hello"]
+    # A stream follows the worker's events as they come.
+    events = [event["data"]["result"] for event in web.stream(
+        "SendStreamingMessage", {"message": user_message("slow:2", "m-stream")})]
+    assert events[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert [e["statusUpdate"]["status"]["message"]["parts"][0]["text"] for e in events
+            if "statusUpdate" in e and e["statusUpdate"]["status"].get("message")] == [
+        "worked 1 of 2 s", "worked 2 of 2 s"]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
     # Cancel from the web tier stops the run in the worker within about 2 s.
     task = send(web, "slow:20", immediately=True)
