@@ -83,6 +83,9 @@ def create_app() -> Flask:
         "worker_prefetch_multiplier": 1,
         "task_ignore_result": True,  # the task store is the result
         "task_default_queue": os.environ.get("CELERY_QUEUE", "celery"),
+        # Redis as broker: a message unacknowledged this long is delivered again, so it
+        # must exceed the longest run (slow:N stops at an hour).
+        "broker_transport_options": {"visibility_timeout": 7200},
     }
     celery_init_app(app)  # first: the agent finds it in app.extensions["celery"]
     a2a.init_app(app)
