@@ -365,3 +365,82 @@ def test_networked_stores_with_a_prefork_worker(kind: str, env: Dict[str, str],
         for made in reversed(processes.started):
             made.stop()
         drop_sql_database(kind, name)
+
+
+TRACED = """
+import contextlib, json, sys, time, types
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from flask import Flask
+from a2a_flask import A2A, signals
+from tests.conftest import make_card
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+
+class Broker:
+    '''What the runner uses of a Celery app, with a list as the queue.'''
+    amqp = None
+    def __init__(self):
+        self.tasks, self.sent = {}, []
+    def connection_for_write(self):
+        return contextlib.nullcontext(types.SimpleNamespace(transport=None))
+    def task(self, **options):
+        def register(fn):
+            self.tasks[options["name"]] = (fn, options)
+            return fn
+        return register
+    def send_task(self, name, args):
+        self.sent.append((name, args))
+
+broker = Broker()
+agent = A2A(card=make_card(), runner="celery", celery=broker, store=sys.argv[1])
+agent.executor(lambda ctx: "traced")
+app = Flask("traced")
+agent.init_app(app)
+runs = []
+signals.task_run.connect(lambda sender, **kw: runs.append(kw), weak=False)
+answer = app.test_client().post("/a2a", headers={
+    "A2A-Version": "1.0",
+    "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, json={
+    "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        "configuration": {"returnImmediately": True}}}).get_json()
+(name, args), = broker.sent
+run, options = broker.tasks[name]
+run(types.SimpleNamespace(), *args)
+for _ in range(100):  # the run's span ends just after the run says it finished
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    if "a2a.execute" in spans:
+        break
+    time.sleep(0.02)
+print(sorted(spans), file=sys.stderr)
+print(json.dumps({"state": answer["result"]["task"]["status"]["state"], "name": name,
+                  "options": {k: options[k] for k in ("acks_late", "reject_on_worker_lost")},
+                  "trace": format(spans["a2a.execute"].context.trace_id, "032x"),
+                  "parent": format(spans["a2a.execute"].parent.span_id, "016x"),
+                  "server": format(spans["SendMessage"].context.span_id, "016x"),
+                  "runs": [sorted(kw) for kw in runs]}))
+"""
+
+
+def test_the_callers_trace_and_the_run_times_cross_the_queue(tmp_path: Path) -> None:
+    """With tracing on, the worker's ``a2a.execute`` span is a child of the request that
+    queued the run (its traceparent rides in the message); ``task_run`` reports the
+    queue wait and run time; the task is registered with late acknowledgement."""
+    pytest.importorskip("opentelemetry.sdk")
+    import json
+
+    done = subprocess.run([sys.executable, "-c", TRACED, f"sqlite:///{tmp_path}/t.db"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["state"] == "TASK_STATE_SUBMITTED" and found["name"] == "a2a_flask.run.a2a"
+    assert found["options"] == {"acks_late": True, "reject_on_worker_lost": True}
+    assert found["trace"] == "0af7651916cd43dd8448eb211c80319c"
+    assert found["parent"] == found["server"]
+    assert found["runs"] == [["context_id", "queue_wait", "run_time", "task_id"]]
