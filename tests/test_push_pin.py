@@ -21,7 +21,7 @@ import requests
 import urllib3
 
 from a2a_flask.push.guard import WebhookPolicy
-from a2a_flask.push.transport import WebhookTransport
+from a2a_flask.push.transport import WebhookDeliveryError, WebhookTransport
 
 from .test_push_guard import _certificate, fake_dns
 
@@ -225,5 +225,10 @@ def test_https_connections_load_the_ca_certificates_once_at_start(
             for _ in range(3):
                 assert transport.post(f"https://{NAME}:{port}/hook", b"{}",
                                       {"Connection": "close"}).status == 204
+            # https to an IP address goes through the plain adapter: the same context.
+            try:
+                transport.post(f"https://{VETTED}:{port}/hook", b"{}", {"Connection": "close"})
+            except WebhookDeliveryError:
+                pass  # the certificate names the host, not the address: refused, as it should
     assert loads == [], loads
     assert vetted == [f"{NAME}:{port}"] * 3

@@ -1,17 +1,20 @@
 """The dialect registry: methods per protocol generation, and version negotiation.
 
-A dialect maps method names to a parser (params JSON -> request model), an
-operation (a call on the engine's service, which dialects only know as
-:class:`Operations`), and a renderer (result model -> JSON).
+A dialect maps its method names to the operations of
+:mod:`a2a_flask.protocol.operations`, each with a parser (params JSON -> request
+model) and a renderer (result model -> JSON): the operation says what is
+called and whether it streams.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
+from ..protocol.calls import CallContext
 from ..protocol.codec import decode
 from ..protocol.errors import InvalidParamsError, MethodNotFoundError, VersionNotSupportedError
+from ..protocol.operations import Call, DialectService, Operation
 
 #: What an empty or missing ``A2A-Version`` means (spec §3.6.2).
 DEFAULT_VERSION = "0.3"
@@ -33,17 +36,6 @@ StreamRenderer = Callable[[Any], Callable[[Any], Optional[Any]]]
 PushRenderer = Callable[[Any], Callable[[Any, Any], Optional[Any]]]
 
 
-#: The engine's service as dialects see it: operations called by name, never imported
-#: (dialects sit below the engine).  ``(service, request, ctx)`` -> result or stream.
-Operations = Any
-Operation = Callable[[Operations, Any, Any], Any]
-
-
-def operation(name: str) -> Operation:
-    """The service operation ``name``, called with ``(request, ctx)``."""
-    return lambda service, request, ctx: getattr(service, name)(request, ctx)
-
-
 def params_of(cls: Type[Any]) -> Callable[[Any], Any]:
     """A parser for a request model; ``params`` may be omitted for all-optional requests."""
 
@@ -60,23 +52,34 @@ def params_of(cls: Type[Any]) -> Callable[[Any], Any]:
 
 @dataclass
 class Method:
-    """One JSON-RPC method of a dialect."""
+    """One JSON-RPC method of a dialect (or one REST route): an operation, parsed
+    and rendered the dialect's way."""
 
     parse: Callable[[Any], Any]
-    call: Operation
+    operation: Operation[Any]
     render: Callable[[Any], Any] = lambda result: result
-    streaming: bool = False
+    #: Overrides the operation's call, for a dialect whose method differs a little
+    #: (0.3 reads a webhook without naming it).
+    call: Optional[Call] = None
     #: Overrides the dialect's stream renderer for this method.
     stream_renderer: Optional[StreamRenderer] = None
     #: For names shared by two dialects: ``(service, request, ctx)`` -> the Method
     #: whose ``render``/``stream_renderer`` answer this call.
-    choose: Optional[Callable[..., "Method"]] = None
+    choose: Optional[Callable[[DialectService, Any, CallContext], "Method"]] = None
     #: The protocol version recorded on tasks this method creates (default: the dialect's).
     dialect: Optional[str] = None
     #: Streaming methods only: the operation's own errors (an unknown or finished task)
     #: are sent as one error event in a stream, not as a plain response (0.3
     #: ``tasks/resubscribe``, whose clients open a stream and read events).
     errors_in_stream: bool = False
+    #: The operation's: answers with a stream.
+    streaming: bool = field(init=False)
+    #: ``(service, request, ctx)`` -> the result or stream: ``call``, else the operation's.
+    perform: Call = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.streaming = self.operation.streaming
+        self.perform = self.call or self.operation.call
 
 
 @dataclass

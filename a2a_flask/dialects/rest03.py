@@ -18,6 +18,7 @@ from ..protocol.codec import decode, encode
 from ..protocol.calls import StreamContext
 from ..protocol.errors import InvalidParamsError
 from ..protocol.events import LogEntry
+from ..protocol.operations import Call
 from .v03 import _drop_none, push_config_in, push_inner_out
 
 VERSION = "0.3"
@@ -142,6 +143,24 @@ def tasks_out(response: m.ListTasksResponse) -> Dict[str, Any]:
 def card_out(card: m.AgentCard) -> Dict[str, Any]:
     """``GET /v1/card``: the union card (1.0 members and the 0.3 ones clients read)."""
     return union_card(encode(card))
+
+
+#: How each operation's result is written (by 1.0 name; the others answer a task).
+RENDERERS: Dict[str, Callable[[Any], Any]] = {
+    "SendMessage": send_result_out,
+    "ListTasks": tasks_out,
+    "CreateTaskPushNotificationConfig": push_config_out,
+    "GetTaskPushNotificationConfig": push_config_out,
+    "ListTaskPushNotificationConfigs": push_list_out,
+    "DeleteTaskPushNotificationConfig": lambda _: {},
+    "GetExtendedAgentCard": card_out,
+}
+
+#: Where 0.3 calls differ: ``GET /v1/card`` is the card the caller should use,
+#: the public one for anonymous callers.
+CALLS: Dict[str, Call] = {
+    "GetExtendedAgentCard": lambda service, request, ctx: service.card_for(request, ctx),
+}
 
 
 def stream_renderer(stream: StreamContext) -> Callable[[LogEntry], Dict[str, Any]]:

@@ -18,7 +18,8 @@ from ..protocol.errors import InvalidParamsError
 from ..protocol.events import LogEntry
 from ..protocol.calls import CallContext, StreamContext
 from . import v03
-from .registry import Method, Operations, operation, params_of, register_push
+from ..protocol.operations import BY_NAME, DialectService
+from .registry import Method, params_of, register_push
 from .v03 import _drop_none, _object, _params, message_in, push_config_in
 
 VERSION = "0.1"
@@ -166,24 +167,29 @@ def parse_get_push(params: Any) -> m.TaskPushConfigRequest:
     return m.TaskPushConfigRequest(task_id=task_id, id=task_id)
 
 
-def _send(name: str) -> Callable[[Operations, SendTaskParams, CallContext], Any]:
-    def call(service: Operations, params: SendTaskParams, ctx: CallContext) -> Any:
-        return getattr(service, name)(params.request, ctx, client_task_id=params.task_id)
-
-    return call
+def _send(service: DialectService, params: SendTaskParams, ctx: CallContext) -> Any:
+    return service.send_message(params.request, ctx, client_task_id=params.task_id)
 
 
+def _send_streaming(service: DialectService, params: SendTaskParams, ctx: CallContext) -> Any:
+    return service.send_streaming_message(params.request, ctx, client_task_id=params.task_id)
+
+
+#: The table's operations by 1.0 name: each method below serves one.
+_OP = BY_NAME
+
+#: The 0.1 method names of the operations, parsed and rendered the 0.1 way.
 METHODS: Dict[str, Method] = {
-    "tasks/send": Method(parse_send, _send("send_message"), task_out, dialect=VERSION),
-    "tasks/sendSubscribe": Method(parse_send, _send("send_streaming_message"), streaming=True,
+    "tasks/send": Method(parse_send, _OP["SendMessage"], task_out, call=_send, dialect=VERSION),
+    "tasks/sendSubscribe": Method(parse_send, _OP["SendStreamingMessage"], call=_send_streaming,
                                   stream_renderer=stream_renderer, dialect=VERSION),
-    "tasks/get": Method(params_of(m.GetTaskRequest), operation("get_task"), task_out),
-    "tasks/cancel": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), task_out),
-    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), operation("subscribe_to_task"),
-                                streaming=True, stream_renderer=stream_renderer),
-    "tasks/pushNotification/set": Method(parse_set_push, operation("create_push_config"),
+    "tasks/get": Method(params_of(m.GetTaskRequest), _OP["GetTask"], task_out),
+    "tasks/cancel": Method(params_of(m.CancelTaskRequest), _OP["CancelTask"], task_out),
+    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), _OP["SubscribeToTask"],
+                                stream_renderer=stream_renderer),
+    "tasks/pushNotification/set": Method(parse_set_push, _OP["CreateTaskPushNotificationConfig"],
                                          push_config_out, dialect=VERSION),
-    "tasks/pushNotification/get": Method(parse_get_push, operation("get_push_config"),
+    "tasks/pushNotification/get": Method(parse_get_push, _OP["GetTaskPushNotificationConfig"],
                                          push_config_out, dialect=VERSION),
 }
 

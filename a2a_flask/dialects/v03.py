@@ -16,7 +16,8 @@ from ..protocol.codec import decode, encode
 from ..protocol.errors import InvalidParamsError, TaskNotFoundError
 from ..protocol.events import LogEntry
 from ..protocol.calls import CallContext, StreamContext
-from .registry import Dialect, Method, Operations, operation, params_of, register, register_push
+from ..protocol.operations import BY_NAME, DialectService
+from .registry import Dialect, Method, params_of, register, register_push
 
 VERSION = "0.3"
 
@@ -244,7 +245,7 @@ def parse_push_ref(params: Any) -> m.TaskPushConfigRequest:
     return m.TaskPushConfigRequest(task_id=task_id, id=config_id or "")
 
 
-def get_push(service: Operations, request: m.TaskPushConfigRequest,
+def get_push(service: DialectService, request: m.TaskPushConfigRequest,
              ctx: CallContext) -> m.TaskPushNotificationConfig:
     if request.id:
         config: m.TaskPushNotificationConfig = service.get_push_config(request, ctx)
@@ -257,24 +258,26 @@ def get_push(service: Operations, request: m.TaskPushConfigRequest,
     return configs[0]
 
 
-def list_push(service: Operations, request: m.TaskPushConfigRequest,
+def list_push(service: DialectService, request: m.TaskPushConfigRequest,
               ctx: CallContext) -> List[m.TaskPushNotificationConfig]:
     configs: List[m.TaskPushNotificationConfig] = service.list_push_configs(
         m.ListTaskPushNotificationConfigsRequest(task_id=request.task_id), ctx).configs
     return configs
 
 
-def delete_push(service: Operations, request: m.TaskPushConfigRequest, ctx: CallContext) -> None:
+def delete_push(service: DialectService, request: m.TaskPushConfigRequest,
+                ctx: CallContext) -> None:
     if not request.id:
         raise InvalidParamsError("pushNotificationConfigId is required",
                                  violations=[("pushNotificationConfigId", "is required")])
     service.delete_push_config(request, ctx)
 
 
-def by_task_dialect(v03: Method, v01: Method) -> Callable[[Operations, Any, CallContext], Method]:
+def by_task_dialect(v03: Method, v01: Method
+                    ) -> Callable[[DialectService, Any, CallContext], Method]:
     """For names 0.1 and 0.3 share: answer in the dialect the task was created in."""
 
-    def choose(service: Operations, request: Any, ctx: CallContext) -> Method:
+    def choose(service: DialectService, request: Any, ctx: CallContext) -> Method:
         return v01 if service.task_dialect(request.id, ctx) == "0.1" else v03
 
     return choose
@@ -285,22 +288,29 @@ def card_out(card: m.AgentCard) -> Dict[str, Any]:
     return union_card(encode(card))
 
 
+#: The table's operations by 1.0 name: each method below serves one.
+_OP = BY_NAME
+
+#: The 0.3 method names of the operations (0.3 has no ListTasks), parsed and
+#: rendered the 0.3 way.
 METHODS: Dict[str, Method] = {
-    "message/send": Method(parse_send, operation("send_message"), send_result_out),
-    "message/stream": Method(parse_send, operation("send_streaming_message"), streaming=True),
-    "tasks/get": Method(params_of(m.GetTaskRequest), operation("get_task"), task_out),
-    "tasks/cancel": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), task_out),
-    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), operation("subscribe_to_task"),
-                                streaming=True, errors_in_stream=True),
-    "tasks/pushNotificationConfig/set": Method(parse_set_push, operation("create_push_config"),
-                                               push_config_out),
-    "tasks/pushNotificationConfig/get": Method(parse_push_ref, get_push, push_config_out),
+    "message/send": Method(parse_send, _OP["SendMessage"], send_result_out),
+    "message/stream": Method(parse_send, _OP["SendStreamingMessage"]),
+    "tasks/get": Method(params_of(m.GetTaskRequest), _OP["GetTask"], task_out),
+    "tasks/cancel": Method(params_of(m.CancelTaskRequest), _OP["CancelTask"], task_out),
+    "tasks/resubscribe": Method(params_of(m.SubscribeToTaskRequest), _OP["SubscribeToTask"],
+                                errors_in_stream=True),
+    "tasks/pushNotificationConfig/set": Method(
+        parse_set_push, _OP["CreateTaskPushNotificationConfig"], push_config_out),
+    "tasks/pushNotificationConfig/get": Method(
+        parse_push_ref, _OP["GetTaskPushNotificationConfig"], push_config_out, call=get_push),
     "tasks/pushNotificationConfig/list": Method(
-        parse_push_ref, list_push, lambda configs: [push_config_out(c) for c in configs]),
-    "tasks/pushNotificationConfig/delete": Method(parse_push_ref, delete_push, lambda _: None),
+        parse_push_ref, _OP["ListTaskPushNotificationConfigs"],
+        lambda configs: [push_config_out(c) for c in configs], call=list_push),
+    "tasks/pushNotificationConfig/delete": Method(
+        parse_push_ref, _OP["DeleteTaskPushNotificationConfig"], lambda _: None, call=delete_push),
     "agent/getAuthenticatedExtendedCard": Method(
-        params_of(m.GetExtendedAgentCardRequest),
-        lambda service, request, ctx: service.get_extended_card(ctx), card_out),
+        params_of(m.GetExtendedAgentCardRequest), _OP["GetExtendedAgentCard"], card_out),
 }
 
 

@@ -10,7 +10,8 @@ from typing import Any
 from ..protocol import models as m
 from ..protocol.events import LogEntry
 from ..protocol.jsontext import JSONText, encode_text, stream_response_text
-from .registry import Dialect, Method, operation, params_of, register, register_push
+from ..protocol.operations import OPERATIONS
+from .registry import Dialect, Method, params_of, register, register_push
 
 VERSION = "1.0"
 
@@ -30,28 +31,12 @@ def render_event(item: LogEntry) -> JSONText:
     return stream_response_text(item.event)
 
 
-METHODS = {
-    "SendMessage": Method(params_of(m.SendMessageRequest), operation("send_message"),
-                          render_send_result),
-    "SendStreamingMessage": Method(params_of(m.SendMessageRequest),
-                                   operation("send_streaming_message"), streaming=True),
-    "GetTask": Method(params_of(m.GetTaskRequest), operation("get_task"), encode_text),
-    "ListTasks": Method(params_of(m.ListTasksRequest), operation("list_tasks"), encode_text),
-    "CancelTask": Method(params_of(m.CancelTaskRequest), operation("cancel_task"), encode_text),
-    "SubscribeToTask": Method(params_of(m.SubscribeToTaskRequest), operation("subscribe_to_task"),
-                              streaming=True),
-    "CreateTaskPushNotificationConfig": Method(params_of(m.TaskPushNotificationConfig),
-                                               operation("create_push_config"), encode_text),
-    "GetTaskPushNotificationConfig": Method(params_of(m.TaskPushConfigRequest),
-                                            operation("get_push_config"), encode_text),
-    "ListTaskPushNotificationConfigs": Method(params_of(m.ListTaskPushNotificationConfigsRequest),
-                                              operation("list_push_configs"), encode_text),
-    "DeleteTaskPushNotificationConfig": Method(params_of(m.TaskPushConfigRequest),
-                                               operation("delete_push_config"), encode_text),
-    "GetExtendedAgentCard": Method(params_of(m.GetExtendedAgentCardRequest),
-                                   lambda service, request, ctx: service.get_extended_card(ctx),
-                                   encode_text),
-}
+#: How the results of 1.0 are written (every other result is its model's JSON).
+RENDERERS = {"SendMessage": render_send_result}
+
+#: Every operation of the table, under its own (1.0) name.
+METHODS = {op.name: Method(params_of(op.request), op, RENDERERS.get(op.name, encode_text))
+           for op in OPERATIONS}
 
 DIALECT = Dialect(VERSION, METHODS, lambda stream: render_event)
 register(DIALECT)

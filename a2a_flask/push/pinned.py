@@ -120,15 +120,18 @@ def _is_dropped_connection(exc: requests.RequestException) -> bool:
                          http.client.RemoteDisconnected)) for arg in cause.args)
 
 
-def pinned_session(user_agent: str) -> Tuple[requests.Session, _PinnedAdapter]:
-    """A session that keeps no cookies and ignores the environment, with its plain adapter."""
+def pinned_session(user_agent: str, ssl_context: Optional[ssl.SSLContext] = None,
+                   ) -> Tuple[requests.Session, _PinnedAdapter]:
+    """A session that keeps no cookies and ignores the environment, with its plain
+    adapter (which serves https to IP addresses too, with ``ssl_context``)."""
     session = requests.Session()
     session.trust_env = False  # no proxies, netrc or CA bundle from the environment
     session.cookies = RequestsCookieJar(policy=_NoCookies())
     session.headers["User-Agent"] = user_agent
     # The body is only logged: spare the decompression (and its bombs).
     session.headers["Accept-Encoding"] = "identity"
-    adapter = _PinnedAdapter(pool_connections=32, pool_maxsize=16, max_retries=0)
+    adapter = _PinnedAdapter(ssl_context=ssl_context, pool_connections=32, pool_maxsize=16,
+                             max_retries=0)
     session.mount("http://", adapter)
     session.mount("https://", adapter)
     return session, adapter

@@ -166,7 +166,7 @@ class WebhookTransport:
                 from .pinned import pinned_session, verifying_context
 
                 self._context = verifying_context(self.verify)
-                self._built = pinned_session(self.user_agent)
+                self._built = pinned_session(self.user_agent, self._context)
             return self._built
 
     def prepare(self) -> None:

@@ -29,15 +29,14 @@ error (-32600, id null).
 """
 from __future__ import annotations
 
-import logging
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from flask import Response, request
 
 from .. import dialects
+from ..dialects.registry import Method, StreamRenderer
 from ..protocol.errors import (
     A2AError,
-    InternalError,
     InvalidParamsError,
     InvalidRequestError,
     UnsupportedMediaTypeError,
@@ -45,7 +44,6 @@ from ..protocol.errors import (
 from .headers import (
     is_json_mimetype,
     lone_surrogate,
-    negotiate_extensions,
     parse_json,
     read_body,
     refuse_lone_surrogates,
@@ -53,13 +51,12 @@ from .headers import (
 )
 from ..engine.service import AgentService
 from ..observe.calls import CallNote, open_call
-from ..protocol.calls import CallContext
+from ..protocol.calls import ServedItem
 from ..protocol.jsontext import JSONText, json_text
 from .auth import Authentication
+from .dispatch import Binding, EventRenderer, dispatch
 from .sse import HEADERS as SSE_HEADERS
-from .sse import OPENING, dumps, event_stream, frame, parse_last_event_id
-
-log = logging.getLogger("a2a_flask")
+from .sse import OPENING, dumps, event_stream, frame
 
 
 def error_body(exc: A2AError, request_id: Any = None) -> Dict[str, Any]:
@@ -197,58 +194,50 @@ def handle(service: AgentService, auth: Authentication) -> Response:
     """The Flask view body of the JSON-RPC endpoint for one agent."""
     note = open_call(service.runtime.sender, "jsonrpc", request.headers)
     try:
-        return _handle(service, auth, note)
+        return dispatch(service, auth, note, _JsonRpc())
     finally:
         note.finish()
 
 
-def _handle(service: AgentService, auth: Authentication, note: CallNote) -> Response:
-    request_id: Any = None
-    headers: Dict[str, str] = {}
-    try:
-        principal = auth.identify()
-        call = _read_call()
-        request_id = call.request_id
+class _JsonRpc(Binding):
+    """The JSON-RPC binding of one request (stages 1-5 and 8 of the module's list)."""
+
+    failure = "JSON-RPC request failed"
+
+    def __init__(self) -> None:
+        self.request_id: Any = None
+        self.call: Optional[_Call] = None
+
+    def resolve(self, service: AgentService, note: CallNote) -> Tuple[str, Method, StreamRenderer]:
+        self.call = call = _read_call()
+        self.request_id = call.request_id
         dialect, method = dialects.resolve(requested_version(), call.method,
                                            lenient=service.lenient_version)
         note.version, note.method = dialect.version, call.method
-        extensions, echo = negotiate_extensions(service.card)
-        if echo:
-            headers["A2A-Extensions"] = echo
-        parsed = method.parse(call.params)
-        note.about(parsed)
-        _refuse_notification(call)
-        ctx = CallContext(
-            tenant=getattr(parsed, "tenant", "") or "",
-            dialect=method.dialect or dialect.version,
-            extensions=extensions,
-            last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
-            principal=principal,
-        )
-        try:
-            answering = method.choose(service, parsed, ctx) if method.choose else method
-            result = method.call(service, parsed, ctx)
-        except A2AError as exc:
-            # Failures of the HTTP exchange (401, 429) stay plain responses.
-            if not (method.errors_in_stream and exc.jsonrpc_http_status == 200):
-                raise
-            note.code = exc.code
-            return _error_stream(error_body(exc, request_id), headers)
-        if answering.streaming:
-            render_event = (answering.stream_renderer or dialect.stream_renderer)(
-                service.stream_context())
-            enveloped = _Enveloped(request_id, render_event)
-            return event_stream(result, enveloped.event, enveloped.error, headers)
-        note.result(result)
-        return _json(result_body(request_id, answering.render(result)), headers)
-    except A2AError as exc:
-        note.code = exc.code
-        return _json(error_body(exc, getattr(exc, "request_id", request_id)),
+        return dialect.version, method, dialect.stream_renderer
+
+    def parse(self, method: Method) -> Any:
+        assert self.call is not None
+        return method.parse(self.call.params)
+
+    def accept(self) -> None:
+        assert self.call is not None
+        _refuse_notification(self.call)
+
+    def answer(self, body: Any, headers: Dict[str, str]) -> Response:
+        return _json(result_body(self.request_id, body), headers)
+
+    def stream(self, items: Iterable[ServedItem], render_event: EventRenderer,
+               headers: Dict[str, str]) -> Response:
+        enveloped = _Enveloped(self.request_id, render_event)
+        return event_stream(items, enveloped.event, enveloped.error, headers)
+
+    def error(self, exc: A2AError, headers: Dict[str, str]) -> Response:
+        return _json(error_body(exc, getattr(exc, "request_id", self.request_id)),
                      {**headers, **exc.headers}, exc.jsonrpc_http_status)
-    except Exception:
-        log.exception("JSON-RPC request failed")
-        note.code = InternalError.code
-        return _json(error_body(InternalError(), request_id), headers)
+
+    def error_stream(self, exc: A2AError, headers: Dict[str, str]) -> Response:
+        return _error_stream(error_body(exc, self.request_id), headers)
 
 
 def _error_stream(body: Dict[str, Any], headers: Dict[str, str]) -> Response:

@@ -1,32 +1,13 @@
-"""The Flask side of observability: method names of REST routes, the metrics
-endpoint, and the once-per-process setup ``init_app`` asks for."""
+"""The Flask side of observability: the metrics endpoint, and the once-per-process
+setup ``init_app`` asks for.  (REST calls are named by their operation's 1.0
+method, from :mod:`a2a_flask.protocol.operations`, as JSON-RPC calls are.)"""
 from __future__ import annotations
 
-from typing import Any, Dict, Tuple
+from typing import Any
 
 from flask import Flask, Response
 
 from ..observe import context, otel, prometheus
-
-#: The 1.0 method each REST route serves (by verb and rule, 1.0 and 0.3 flavours alike):
-#: metric labels and span names stay those of JSON-RPC.
-REST_METHODS: Dict[Tuple[str, str], str] = {
-    ("POST", "/message:send"): "SendMessage",
-    ("POST", "/message:stream"): "SendStreamingMessage",
-    ("GET", "/tasks"): "ListTasks",
-    ("GET", "/tasks/<a2aid:id>"): "GetTask",
-    ("POST", "/tasks/<a2aid:id>:cancel"): "CancelTask",
-    ("GET", "/tasks/<a2aid:id>:subscribe"): "SubscribeToTask",
-    ("POST", "/tasks/<a2aid:id>:subscribe"): "SubscribeToTask",
-    ("POST", "/tasks/<a2aid:task_id>/pushNotificationConfigs"): "CreateTaskPushNotificationConfig",
-    ("GET", "/tasks/<a2aid:task_id>/pushNotificationConfigs"): "ListTaskPushNotificationConfigs",
-    ("GET", "/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>"):
-        "GetTaskPushNotificationConfig",
-    ("DELETE", "/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>"):
-        "DeleteTaskPushNotificationConfig",
-    ("GET", "/extendedAgentCard"): "GetExtendedAgentCard",
-    ("GET", "/card"): "GetExtendedAgentCard",
-}
 
 _metered = False
 
@@ -53,9 +34,4 @@ def attach(agent: Any, app: Flask, service: Any, metrics_path: str) -> None:
 
     app.add_url_rule("/" + metrics_path.strip("/"), "a2a_metrics", serve_metrics,
                      methods=["GET"])
-
-
-def route_method(verb: str, rule: str) -> str:
-    """The method name of a REST route (``"unknown"`` for one not in the table)."""
-    return REST_METHODS.get((verb, rule), "unknown")
 

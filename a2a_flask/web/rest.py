@@ -12,96 +12,45 @@ The path already names the protocol (1.0), so a request without
 """
 from __future__ import annotations
 
-import logging
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Iterable, Tuple
 
 from flask import Blueprint, Response, request
 
-from ..dialects import normalise_version, supported_versions
-from ..dialects.registry import operation as op
-from ..dialects.v1 import render_send_result
+from ..dialects import normalise_version, supported_versions, v1
+from ..dialects.registry import Method, StreamRenderer
 from ..engine.service import AgentService
-from ..observe.calls import open_call
-from ..protocol import models as m
-from ..protocol.calls import CallContext
-from ..protocol.codec import decode
-from ..protocol.errors import A2AError, InternalError, VersionNotSupportedError
+from ..observe.calls import CallNote, open_call
+from ..protocol.calls import ServedItem
+from ..protocol.errors import A2AError, VersionNotSupportedError
+from ..protocol.operations import Operation
+from ..protocol.operations import Route as OperationRoute
 from . import rest03
 from .auth import Authentication
-from .headers import negotiate_extensions, requested_version
-from .observing import route_method
+from .dispatch import Binding, EventRenderer, dispatch
+from .headers import requested_version
 from .routes import (
     Route,
     add_unknown_routes,
     error_body,
     error_response,
-    json_body,
-    query_params,
+    request_builder,
+    routes_of,
 )
-from .sse import dumps, event_stream, parse_last_event_id
-
-log = logging.getLogger("a2a_flask")
+from .sse import dumps, event_stream
 
 REST_PATH = "/rest"
 VERSION = "1.0"
 
 
-def _send(_: Dict[str, str]) -> Any:
-    return decode(m.SendMessageRequest, json_body())
+def _method(op: Operation[Any], spec: OperationRoute) -> Method:
+    """An operation as the 1.0 routes serve it: the request built from path, query
+    or body as its route says; the result written as by 1.0 JSON-RPC."""
+    return Method(request_builder(op.request, spec.source), op, v1.METHODS[op.name].render,
+                  stream_renderer=lambda stream: v1.render_event)
 
 
-def _get_task(path: Dict[str, str]) -> Any:
-    return decode(m.GetTaskRequest, {**query_params(m.GetTaskRequest), "id": path["id"]})
-
-
-def _list_tasks(_: Dict[str, str]) -> Any:
-    return decode(m.ListTasksRequest, query_params(m.ListTasksRequest))
-
-
-def _cancel(path: Dict[str, str]) -> Any:
-    return decode(m.CancelTaskRequest, {**json_body(), "id": path["id"]})
-
-
-def _subscribe(path: Dict[str, str]) -> Any:
-    return m.SubscribeToTaskRequest(id=path["id"])
-
-
-def _create_push(path: Dict[str, str]) -> Any:
-    return decode(m.TaskPushNotificationConfig, {**json_body(), "taskId": path["task_id"]})
-
-
-def _push_ref(path: Dict[str, str]) -> Any:
-    return m.TaskPushConfigRequest(task_id=path["task_id"], id=path["config_id"])
-
-
-def _list_push(path: Dict[str, str]) -> Any:
-    query = query_params(m.ListTaskPushNotificationConfigsRequest)
-    return decode(m.ListTaskPushNotificationConfigsRequest, {**query, "taskId": path["task_id"]})
-
-
-def _empty(_: Dict[str, str]) -> Any:
-    return m.GetExtendedAgentCardRequest()
-
-
-ROUTES = [
-    Route("/message:send", ("POST",), _send, op("send_message"), render_send_result),
-    Route("/message:stream", ("POST",), _send, op("send_streaming_message"), streaming=True),
-    Route("/tasks", ("GET",), _list_tasks, op("list_tasks")),
-    Route("/tasks/<a2aid:id>", ("GET",), _get_task, op("get_task")),
-    Route("/tasks/<a2aid:id>:cancel", ("POST",), _cancel, op("cancel_task")),
-    Route("/tasks/<a2aid:id>:subscribe", ("GET", "POST"), _subscribe, op("subscribe_to_task"),
-          streaming=True),
-    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("POST",), _create_push,
-          op("create_push_config")),
-    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs", ("GET",), _list_push,
-          op("list_push_configs")),
-    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("GET",),
-          _push_ref, op("get_push_config")),
-    Route("/tasks/<a2aid:task_id>/pushNotificationConfigs/<a2aid:config_id>", ("DELETE",),
-          _push_ref, op("delete_push_config")),
-    Route("/extendedAgentCard", ("GET",), _empty,
-          lambda service, req, ctx: service.get_extended_card(ctx)),
-]
+#: The 1.0 routes: every operation's of the table.
+ROUTES = routes_of(VERSION, lambda op: op.rest, _method)
 
 
 def _check_version(route_version: str) -> None:
@@ -115,42 +64,46 @@ def _check_version(route_version: str) -> None:
         )
 
 
+class _Rest(Binding):
+    """The HTTP+JSON binding of one request to ``route``."""
+
+    failure = "REST request failed"
+
+    def __init__(self, route: Route, tenant: str, path: Dict[str, str]) -> None:
+        self.route, self.tenant, self.path = route, tenant, path
+
+    def resolve(self, service: AgentService, note: CallNote) -> Tuple[str, Method, StreamRenderer]:
+        _check_version(self.route.version)
+        method = self.route.method
+        assert method.stream_renderer is not None
+        return self.route.version, method, method.stream_renderer
+
+    def parse(self, method: Method) -> Any:
+        parsed = method.parse(self.path)
+        if self.tenant and hasattr(parsed, "tenant"):
+            parsed.tenant = self.tenant
+        return parsed
+
+    def answer(self, body: Any, headers: Dict[str, str]) -> Response:
+        return Response(dumps(body), mimetype="application/json", headers=headers)
+
+    def stream(self, items: Iterable[ServedItem], render_event: EventRenderer,
+               headers: Dict[str, str]) -> Response:
+        return event_stream(items, render_event, error_body, headers)
+
+    def error(self, exc: A2AError, headers: Dict[str, str]) -> Response:
+        return error_response(exc, headers)
+
+
 def _view(service: AgentService, auth: Authentication, route: Route) -> Callable[..., Response]:
+    name = route.method.operation.name
+
     def view(tenant: str = "", **path: str) -> Response:
-        headers: Dict[str, str] = {}
         note = open_call(service.runtime.sender, "rest", request.headers)
-        note.version, note.method = route.version, route_method(request.method, route.rule)
+        # Named before the caller is identified: refused calls are counted by method too.
+        note.version, note.method = route.version, name
         try:
-            principal = auth.identify()
-            _check_version(route.version)
-            extensions, echo = negotiate_extensions(service.card)
-            if echo:
-                headers["A2A-Extensions"] = echo
-            parsed = route.build(path)
-            if tenant and hasattr(parsed, "tenant"):
-                parsed.tenant = tenant
-            note.about(parsed)
-            ctx = CallContext(
-                tenant=tenant or getattr(parsed, "tenant", "") or "",
-                dialect=route.version,
-                extensions=extensions,
-                last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
-                principal=principal,
-            )
-            result = route.operation(service, parsed, ctx)
-            if route.streaming:
-                render = route.stream_renderer(service.stream_context())
-                return event_stream(result, render, error_body, headers)
-            note.result(result)
-            return Response(dumps(route.render(result)), mimetype="application/json",
-                            headers=headers)
-        except A2AError as exc:
-            note.code = exc.code
-            return error_response(exc, headers)
-        except Exception:
-            log.exception("REST request failed")
-            note.code = InternalError.code
-            return error_response(InternalError(), headers)
+            return dispatch(service, auth, note, _Rest(route, tenant, path))
         finally:
             note.finish()
 
@@ -170,7 +123,7 @@ def register_routes(bp: Blueprint, service: AgentService, auth: Authentication) 
                 count += 1
                 # No merge_slashes: "//tasks" is not a route (and no HTML redirect page).
                 bp.add_url_rule(prefix + route.rule, f"rest_{count}", view,
-                                methods=list(route.methods), merge_slashes=False)
+                                methods=list(route.verbs), merge_slashes=False)
     add_unknown_routes(bp, REST_PATH)
 
 

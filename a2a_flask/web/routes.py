@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
 from werkzeug.routing import BaseConverter
 
-from ..dialects.registry import Operation, StreamRenderer
-from ..dialects.v1 import render_event
-from ..protocol.codec import field_specs
-from ..protocol.jsontext import encode_text
+from ..dialects.registry import Method
+from ..protocol.codec import decode, field_specs
+from ..protocol.operations import OPERATIONS, Operation
+from ..protocol.operations import Route as OperationRoute
 from ..protocol.errors import (
     A2AError,
     InvalidParamsError,
@@ -22,6 +22,7 @@ from ..protocol.errors import (
 )
 from .headers import is_json_mimetype, parse_json, read_body, refuse_lone_surrogates
 from .sse import dumps
+
 
 class IdConverter(BaseConverter):
     """A path segment without ``:`` so ``/tasks/<id>:cancel`` routes correctly."""
@@ -99,18 +100,39 @@ def query_params(cls: type) -> Dict[str, Any]:
 Builder = Callable[[Dict[str, str]], Any]
 
 
+def request_builder(cls: Type[Any], source: str) -> Builder:
+    """Builds ``cls`` from the path's variables (named as its members) and the
+    members in ``source``: ``"body"``, ``"query"`` or ``""`` (the path alone)."""
+
+    def build(path: Dict[str, str]) -> Any:
+        if source == "body":
+            members = json_body()
+        elif source == "query":
+            members = query_params(cls)
+        else:
+            members = {}
+        return decode(cls, {**members, **path})
+
+    return build
+
+
 @dataclasses.dataclass
 class Route:
-    """One REST route: how to build the request, which operation, how to answer."""
+    """One REST route as served: its rule and verbs, the operation as its flavour
+    builds (``method.parse``: the path's variables -> the request) and answers it."""
 
     rule: str
-    methods: Tuple[str, ...]
-    build: Builder
-    operation: Operation
-    render: Callable[[Any], Any] = encode_text
-    streaming: bool = False
-    stream_renderer: StreamRenderer = lambda stream: render_event
-    version: str = "1.0"
+    verbs: Tuple[str, ...]
+    method: Method
+    version: str
+
+
+def routes_of(version: str, specs: Callable[[Operation[Any]], Tuple[OperationRoute, ...]],
+              method: Callable[[Operation[Any], OperationRoute], Method]) -> List[Route]:
+    """The routes of one REST flavour: for every operation of the table, its routes
+    (``specs``) served by the Method ``method`` makes."""
+    return [Route(spec.rule, spec.verbs, method(op, spec), version)
+            for op in OPERATIONS for spec in specs(op)]
 
 
 def unknown_route(**_: str) -> Response:
