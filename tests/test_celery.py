@@ -213,6 +213,99 @@ def test_the_runner_seam_without_celery(tmp_path: Path) -> None:
     app.extensions["a2a"]["a2a"].close()
 
 
+def test_a_queued_task_that_asks_for_input_is_queued_again_by_the_answer(tmp_path: Path) -> None:
+    queued: List[Dict[str, Any]] = []
+
+    class ListRunner:
+        def start(self, run: Any) -> None:
+            queued.append(queue(run, "a2a").to_dict())
+
+    def ask(ctx: Any) -> Any:
+        if not ctx.follow_up:
+            ctx.ask("which city?")
+            return None
+        return f"weather in {ctx.text}"
+
+    agent = A2A(card=make_card(), store=f"sqlite:///{tmp_path}/tasks.db")
+    agent.executor(ask)
+    app = Flask("ask")
+    agent.init_app(app)
+    runtime = app.extensions["a2a"]["a2a"].service.runtime
+    runtime.runner = ListRunner()
+    client = app.test_client()
+
+    def send_rpc(message: Dict[str, Any]) -> Dict[str, Any]:
+        return client.post("/a2a", headers={"A2A-Version": "1.0"}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": message, "configuration": {"returnImmediately": True}}
+        }).get_json()["result"]["task"]
+
+    task = send_rpc(user_message("weather?", "m-1"))
+    with app.app_context():
+        execute(runtime, QueuedRun.from_dict(queued[-1]), rerun_safe=False)
+    assert runtime.store.load(task["id"]).state.value == "TASK_STATE_INPUT_REQUIRED"
+    answered = send_rpc(user_message("Paris", "m-2", taskId=task["id"]))
+    assert answered["status"]["state"] == "TASK_STATE_WORKING"
+    assert len(queued) == 2 and queued[-1]["follow_up"] and queued[-1]["message_id"] == "m-2"
+    with app.app_context():
+        # The first order delivered again (its acknowledgement lost): its run ended
+        # its turn, so nothing runs and the task is not failed.
+        for rerun_safe in (False, True):
+            assert execute(runtime, QueuedRun.from_dict(queued[0]),
+                           rerun_safe=rerun_safe) is None
+        assert runtime.store.load(task["id"]).state.value == "TASK_STATE_WORKING"
+        execute(runtime, QueuedRun.from_dict(queued[-1]), rerun_safe=False)
+    record = runtime.store.load(task["id"])
+    assert record.state.value == "TASK_STATE_COMPLETED"
+    assert [part.text for artifact in record.task.artifacts
+            for part in artifact.parts] == ["weather in Paris"]
+    app.extensions["a2a"]["a2a"].close()
+
+
+def test_runs_whose_workers_keep_dying_restart_three_times_then_fail(tmp_path: Path) -> None:
+    from a2a_flask.engine.runners import MAX_RESTARTS, TOO_MANY_RESTARTS, claim
+    from a2a_flask.protocol.models import (Artifact, Part, TaskArtifactUpdateEvent, TaskState,
+                                           TaskStatus, TaskStatusUpdateEvent)
+
+    queued: List[Dict[str, Any]] = []
+
+    class ListRunner:
+        def start(self, run: Any) -> None:
+            queued.append(queue(run, "a2a").to_dict())
+
+    agent = A2A(card=make_card(), store=f"sqlite:///{tmp_path}/tasks.db")
+    agent.executor(lambda ctx: "never run here")
+    app = Flask("dying")
+    agent.init_app(app)
+    runtime = app.extensions["a2a"]["a2a"].service.runtime
+    runtime.runner = ListRunner()
+    app.test_client().post("/a2a", headers={"A2A-Version": "1.0"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": user_message("x", "m-dying"),
+                   "configuration": {"returnImmediately": True}}})
+    order = QueuedRun.from_dict(queued[0])
+    task_id = order.task_id
+
+    def die_after_writing(record: Any) -> List[Any]:
+        """What a run writes before its worker is killed."""
+        status = TaskStatus(state=TaskState.WORKING)
+        return [TaskStatusUpdateEvent(task_id, record.task.context_id, status),
+                TaskArtifactUpdateEvent(task_id, record.task.context_id,
+                                        Artifact(artifact_id="a", parts=[Part(text="half")]))]
+
+    for restart in range(MAX_RESTARTS):
+        runtime.commit(task_id, die_after_writing)
+        run = claim(runtime, order, rerun_safe=True)
+        assert run is not None and run.record.task.artifacts == []
+        assert run.record.task.status.message.parts[0].text == RESTARTED
+    runtime.commit(task_id, die_after_writing)
+    assert claim(runtime, order, rerun_safe=True) is None
+    record = runtime.store.load(task_id)
+    assert record.state is TaskState.FAILED
+    assert record.task.status.message.parts[0].text == TOO_MANY_RESTARTS
+    app.extensions["a2a"]["a2a"].close()
+
+
 # ------------------------------------------------------------- real processes
 
 

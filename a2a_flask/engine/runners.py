@@ -19,7 +19,8 @@ sends runs elsewhere, to worker processes fed by a queue (Celery, see
 A run delivered again after its worker died (the task changed since it was
 queued, and not only by the user's messages) either runs again from the start,
 when the agent declared that safe (the first run's artifacts are dropped and a
-status message says the task restarted), or fails the task once, saying why.
+status message says the task restarted; after :data:`MAX_RESTARTS` restarts the
+task fails instead), or fails the task once, saying why.
 Nothing else of the engine knows about runners: streams, blocking sends and
 cancels read the store's log, whichever process writes it.
 """
@@ -27,18 +28,25 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..protocol.models import Message, Role, Task, TaskState, TaskStatus, utc_now
+from ..protocol.models import (Message, Role, Task, TaskState, TaskStatus,
+                               TaskStatusUpdateEvent, utc_now)
 from ..protocol.events import Event
 from ..stores.base import TaskRecord
 from .runtime import Run, Runner, Runtime, agent_message
 
-__all__ = ["NOT_RERUN", "QueuedRun", "RESTARTED", "Runner", "claim", "execute", "queue"]
+__all__ = ["MAX_RESTARTS", "NOT_RERUN", "QueuedRun", "RESTARTED", "Runner", "TOO_MANY_RESTARTS",
+           "claim", "execute", "queue"]
 
 #: The status message of a task whose run was delivered again and restarted.
 RESTARTED = ("The worker running this task stopped before it finished; the task was "
              "restarted from the beginning.")
+#: Restarts of one run after which its task is failed instead (TOO_MANY_RESTARTS).
+MAX_RESTARTS = 3
+#: The status message of a task whose runs' workers kept dying.
+TOO_MANY_RESTARTS = (f"The worker running this task stopped before it finished, after "
+                     f"{MAX_RESTARTS} restarts too; the task failed and can be sent again.")
 #: The status message of a task whose run was delivered again and may not run twice.
 NOT_RERUN = ("The worker running this task stopped before it finished, and this agent "
              "does not run a task twice; the task failed and can be sent again.")
@@ -98,13 +106,25 @@ def queue(run: Run, agent: str) -> QueuedRun:
                      queued_at=time.time())
 
 
-def _started_before(runtime: Runtime, order: QueuedRun, record: TaskRecord) -> bool:
-    """Whether a run of this order already wrote to the task (its worker died)."""
+def _earlier_runs(runtime: Runtime, order: QueuedRun,
+                  record: TaskRecord) -> Tuple[Optional[bool], int]:
+    """What earlier deliveries of this order did: None (nothing: this is the first
+    run), False (one wrote to the task and died), True (one ended its turn: it asked
+    for input or finished, and only the acknowledgement was lost); and how many
+    times the task was restarted since."""
     if record.seq == order.seq:
-        return False
-    later = runtime.store.read(order.task_id, order.seq)
-    return not all(isinstance(entry.event, Message) and entry.event.role is Role.USER
-                   for entry in later)
+        return None, 0
+    started, restarts = False, 0
+    for entry in runtime.store.read(order.task_id, order.seq):
+        event = entry.event
+        if isinstance(event, Message) and event.role is Role.USER:
+            continue
+        started = True
+        restarts += isinstance(event, Task)  # only a restart appends a whole task
+        status = event.status if isinstance(event, (Task, TaskStatusUpdateEvent)) else None
+        if status is not None and status.state.settled:
+            return True, restarts
+    return (False if started else None), restarts
 
 
 def _restart(runtime: Runtime, task_id: str) -> Optional[TaskRecord]:
@@ -130,11 +150,15 @@ def claim(runtime: Runtime, order: QueuedRun, *, rerun_safe: bool) -> Optional[R
     record = runtime.store.load(order.task_id)
     if record is None or record.state.terminal:
         return None
-    if _started_before(runtime, order, record):
-        if record.state.interrupted:
-            return None  # the first run ended its turn (it asks for input): done with it
+    earlier, restarts = _earlier_runs(runtime, order, record)
+    if earlier:
+        return None  # delivered again after its run ended its turn: nothing to do
+    if earlier is False:
         if not rerun_safe:
             runtime.fail(order.task_id, NOT_RERUN)
+            return None
+        if restarts >= MAX_RESTARTS:  # its runs kill their workers (out of memory?)
+            runtime.fail(order.task_id, TOO_MANY_RESTARTS)
             return None
         restarted = _restart(runtime, order.task_id)
         if restarted is None:
