@@ -241,7 +241,8 @@ class A2A:
                           close_on_auth_required=settings.close_stream_on_auth_required,
                           lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl,
                           max_history=settings.max_history,
-                          max_task_bytes=settings.max_task_bytes)
+                          max_task_bytes=settings.max_task_bytes,
+                          store_grace=settings.store_grace)
         if settings.runner == "celery":
             from .celery_runner import CeleryRunner
 
@@ -317,7 +318,8 @@ class A2A:
             owner=runtime.process_owner,
             retry=RetryPolicy(settings.push_max_attempts, settings.push_retry_delay,
                               settings.push_retry_max_delay),
-            claim_ttl=settings.lease_ttl, signer=signer, sender=self, log=runtime.log)
+            claim_ttl=settings.lease_ttl, signer=signer, sender=self, log=runtime.log,
+            store_grace=settings.store_grace)
         runtime.chores.append(service.push.sweep)
 
     def endpoints(self) -> List[Endpoint]:
