@@ -44,7 +44,7 @@ import socket
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tuple, Union
 
 from ..concurrency import Worker, cooperate, gevent_active, let_io_run
 from ..protocol.errors import StoreUnavailable, TaskNotFoundError, TaskTooLargeError
@@ -472,6 +472,13 @@ class _LogWait(Wait):
             self.idle_at = None
 
 
+class Runner(Protocol):
+    """Sends runs to other processes (the contract: :mod:`a2a_flask.engine.runners`)."""
+
+    def start(self, run: Run) -> None:
+        """Queue ``run``; the web side then follows its task's log."""
+
+
 class Runtime:
     """Starts runs, applies changes, cancels, and waits on tasks for one agent."""
 
@@ -517,6 +524,8 @@ class Runtime:
         self._unrecorded: Dict[str, str] = {}
         #: Task id -> how many streams of this process follow it (to wake them at shutdown).
         self._followed: Dict[str, int] = {}
+        #: Where runs go instead of this process (see :mod:`.runners`); None: run here.
+        self.runner: Optional[Runner] = None
 
     # -- writing
 
@@ -640,6 +649,14 @@ class Runtime:
         return updated
 
     def _launch(self, run: Run) -> None:
+        if self.runner is not None:
+            self.runner.start(run)  # queued: a worker process claims and runs it
+            return
+        self.start_here(run)
+
+    def start_here(self, run: Run) -> None:
+        """Claim ``run`` (its lease) and start its executor in a greenlet or thread of
+        this process: the inline runner, and what a queued run's worker calls."""
         self.ensure_keeper()
         # The lease first: if the store is down the caller hears it and no run is left behind.
         self.store.acquire_lease(run.task_id, self.owner, self.lease_ttl)
