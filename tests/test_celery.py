@@ -439,6 +439,33 @@ def test_no_worker_then_a_worker_then_a_killed_one(env: Dict[str, str], processe
             assert get(web, task["id"], path)["status"] == final["status"]
 
 
+def test_a_whole_worker_killed_on_rabbitmq_is_run_again_by_the_next(
+        tmp_path: Path, processes: Any, request: Any) -> None:
+    """RabbitMQ gives an unacknowledged message back as soon as its worker's
+    connection drops: a whole Celery worker (not only its pool process) SIGKILLed
+    mid-task, then another started within the lease's time, runs the rerun-safe
+    task again from the start."""
+    rabbit_up()
+    env = {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
+           "CELERY_BROKER_URL": RABBIT_BROKER, "CELERY_QUEUE": f"a2a-test-{uuid.uuid4().hex}"}
+    request.addfinalizer(lambda: drop_queue(RABBIT_BROKER, env["CELERY_QUEUE"]))
+    web = processes("web", "tests.celery_app:app", env=env)
+    worker = processes("worker", "tests.celery_app:celery", env)
+    task = send(web, "slow:3", path="/safe", immediately=True)
+    deadline = time.monotonic() + 15
+    while "chunk 2;" not in chunks(get(web, task["id"], "/safe")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(worker.proc.pid, signal.SIGKILL)  # the worker and its pool, at once
+    worker.proc.wait(10)
+    processes("worker", "tests.celery_app:celery", env)
+    final = wait_state(web, task["id"], ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"], 30,
+                       "/safe")
+    assert final["status"]["state"] == "TASK_STATE_COMPLETED", final
+    assert chunks(final) == ["chunk 1;", "chunk 2;", "chunk 3;"]
+    assert RESTARTED in [t.split(" (")[0] for t in texts(final)]
+
+
 @pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
 def test_networked_stores_with_a_prefork_worker(kind: str, env: Dict[str, str],
                                                 processes: Any) -> None:
