@@ -1,6 +1,7 @@
 """Shared fixtures: an app factory, the test client, stores, and real servers."""
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import uuid
@@ -61,11 +62,17 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Register the suite's marker; stop at once, saying what is missing, if the copied
+    """Register the suite's markers; stop at once, saying what is missing, if the copied
     schemas or seeds are not there (rather than failing hundreds of tests one by one)."""
     config.addinivalue_line(
         "markers", "no_memory_store(reason): the store_url parametrization leaves the memory "
         "store out (it is one process's own), rather than a test per store that skips")
+    config.addinivalue_line(
+        "markers", "server: starts processes (gunicorn, Celery, flask, a database or a "
+        "browser of its own); set on collection by what the test and its fixtures call")
+    config.addinivalue_line(
+        "markers", "slow: talks to the shared databases, or takes seconds by design "
+        "(-m 'not server and not slow' is the quick run)")
     problems = []
     for path in REQUIRED_DATA:
         try:
@@ -78,6 +85,47 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             "the test data that ships in tests/ cannot be read (see tests/schemas/README.rst;"
             " a git checkout or the sdist has it):\n  " + "\n  ".join(problems))
+
+
+#: What a test or one of its fixtures calls when it starts a process (tests/helpers.py's
+#: Server, test_celery's Worker, tests/dbservers.py, subprocesses, the browser).
+STARTS_PROCESSES = ("Server(", "Worker(", "dbservers.", "subprocess", "Popen(", "multiprocessing",
+                    "browser", "gunicorn", "werkzeug", "make_server", "os.kill", "chromium")
+#: ... and when it uses the shared PostgreSQL, MariaDB or Redis.
+USES_SERVICES = ("redis", "postgres", "mariadb", "mysql", "SQL_STORES", "sql_store")
+
+
+def _source(function: Any) -> str:
+    try:
+        return inspect.getsource(function)
+    except (OSError, TypeError):
+        return ""
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    """Mark ``server`` each test that starts a process, by what its function and its
+    fixtures (and theirs) call, and ``slow`` each that uses a shared database; a module
+    whose tests all are declares ``SERVER = True`` or ``SLOW = True``.  A new test is
+    marked as it is written."""
+    seen: dict = {}
+
+    def text_of(item: pytest.Item) -> str:
+        parts = [_source(getattr(item, "function", None))]
+        info = getattr(item, "_fixtureinfo", None)
+        for name in (info.names_closure if info else []):
+            for definition in info.name2fixturedefs.get(name, ()):
+                key = id(definition.func)
+                if key not in seen:
+                    seen[key] = _source(definition.func)
+                parts.append(seen[key])
+        return "\n".join(parts) + " " + item.name
+    for item in items:
+        text = text_of(item)
+        if getattr(item.module, "SERVER", False) or any(word in text for word in STARTS_PROCESSES):
+            item.add_marker(pytest.mark.server)
+        if getattr(item.module, "SLOW", False) or any(word in text.lower()
+                                                      for word in USES_SERVICES):
+            item.add_marker(pytest.mark.slow)
 
 
 def make_card(**overrides: Any) -> AgentCard:

@@ -260,6 +260,7 @@ def test_public_url_and_declared_cards_are_signed(make_app, caplog):
 # ------------------------------------------------------------------ the render cache
 
 
+@pytest.mark.slow
 def test_the_render_cache_stays_bounded_after_10000_hosts(make_app):
     app = make_app(store="memory://")
     renderer: CardRenderer = app.extensions["a2a"]["a2a"].renderer

@@ -13,6 +13,9 @@ import pytest
 
 from . import killkit
 
+#: Every test here kills processes it started (conftest.py: the quick run skips them).
+SERVER = True
+
 #: Trials per store in the suite (bounded: about 6 s per store here).
 TRIALS = 24
 

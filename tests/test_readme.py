@@ -45,6 +45,9 @@ from a2a_flask.config import config_key, field_default, field_types, kind_of, re
 
 from .helpers import ROOT, free_port, stop_process_group
 
+#: Every test here runs the pages' shell blocks and servers (conftest.py: the quick run skips them).
+SERVER = True
+
 README = ROOT / "README.rst"
 #: The pages whose blocks run: the README, then the manual's pages in name order.
 PAGES = [README] + sorted((ROOT / "docs").glob("*.rst"))

@@ -36,6 +36,9 @@ from a2a_flask.stores import StoreError, open_store
 
 from .conftest import REDIS_URL, drop_redis_prefix, redis_up
 from .helpers import Server, parse_sse, user_message
+
+#: Every test here runs gunicorn workers (conftest.py: the quick run skips them).
+SERVER = True
 from .test_server import (RawConnection, gunicorn_workers, kind, raw_request, serving_worker,
                           unique)
 
