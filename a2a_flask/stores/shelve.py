@@ -1,7 +1,7 @@
 """A store in a local file: survives restarts and SIGKILL, shared by the workers of one host.
 
 The file is an append-only log of checksummed JSON records
-(:mod:`~a2a_flask.stores.recordlog`): a task's creation or append is one
+(:mod:`~a2a_flask.stores.recordlog`; their kinds are :class:`Kind`): a task's creation or append is one
 record holding its new events (each the JSON text of its StreamResponse, a
 string inside the record, which a 1.0 stream sends as it is), and its new snapshot when
 :func:`~.base.snapshot_due` says so (counting the bytes logged since the last
@@ -85,6 +85,53 @@ COMPACT_BATCH = 1000
 COMPACT_BATCH_BYTES = 4 << 20
 #: Suffixes of the files of the earlier ``dbm.dumb`` format.
 OLD_SUFFIXES = (".dir", ".dat", ".bak")
+
+
+class Kind:
+    """The kinds of record in the log: each record is a JSON object whose ``"k"``
+    names its kind (the codes are what the files hold; they never change).
+
+    ====  ================  =====================================================
+    code  constant          what the record says
+    ====  ================  =====================================================
+    t     TASK              A task's new events ``ev`` ([seq, StreamResponse
+                            JSON text] pairs) up to ``seq``, with what the index
+                            keeps (``cx`` context, ``st`` state, ``up`` updated
+                            at, ``hl`` history length); with ``meta`` (tenant,
+                            owner, dialect, created at) it creates the task (or,
+                            written by a compaction, heads it); with ``task`` it
+                            also holds the snapshot after them.
+    s     SNAPSHOT          A task's snapshot ``task`` at sequence number
+                            ``ss``, alone (written by compactions).
+    p     PUSH              A webhook of task ``id`` put (inserted or replaced by
+                            its config's id): config ``cfg``, dialect ``d``, owner
+                            ``o``, delivery cursor ``ds``, failures ``f``, gave up
+                            ``g``.
+    pd    PUSH_DELETED      Webhook ``c`` of task ``id`` deleted.
+    pp    PUSH_PROGRESS     Webhook ``c`` of task ``id`` moved its cursor to
+                            ``ds`` (``f`` failures in a row, ``g`` gave up).
+    c     CLAIM             Claim ``key`` taken or renewed by owner ``o`` until
+                            ``x`` (a Unix time).
+    cu    CLAIM_RELEASED    Claim ``key`` dropped.
+    l     LEASE             Owner ``o`` holds the leases of tasks ``ids`` until
+                            ``x`` (taken or renewed).
+    lu    LEASE_RELEASED    The lease of task ``id`` dropped.
+    x     PURGED            Tasks ``ids`` deleted, with their webhooks and leases.
+    ====  ================  =====================================================
+
+    A reader ignores a kind it does not know.
+    """
+
+    TASK = "t"
+    SNAPSHOT = "s"
+    PUSH = "p"
+    PUSH_DELETED = "pd"
+    PUSH_PROGRESS = "pp"
+    CLAIM = "c"
+    CLAIM_RELEASED = "cu"
+    LEASE = "l"
+    LEASE_RELEASED = "lu"
+    PURGED = "x"
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 T = TypeVar("T")
@@ -182,33 +229,33 @@ class ShelveStore(TaskStore):
 
     def _apply(self, rec: Dict[str, Any], ref: Ref) -> None:
         kind = rec["k"]
-        if kind == "t":
+        if kind == Kind.TASK:
             self._apply_task(rec, ref)
-        elif kind == "s":
+        elif kind == Kind.SNAPSHOT:
             entry = self._tasks.get(rec["id"])
             if entry is not None:  # (else a snapshot of a task purged meanwhile)
                 entry.snapshot, entry.snap_seq, entry.snap_alone = ref, rec["ss"], True
                 entry.log_bytes = 0
-        elif kind == "p":
+        elif kind == Kind.PUSH:
             target = PushTarget(decode(TaskPushNotificationConfig, rec["cfg"]), rec["d"], rec["o"],
                                 rec["ds"], rec["f"], rec["g"])
             self._targets.setdefault(rec["id"], {})[target.config.id] = target
-        elif kind == "pd":
+        elif kind == Kind.PUSH_DELETED:
             self._targets.get(rec["id"], {}).pop(rec["c"], None)
-        elif kind == "pp":
+        elif kind == Kind.PUSH_PROGRESS:
             moved = self._targets.get(rec["id"], {}).get(rec["c"])
             if moved is not None:
                 moved.delivered_seq, moved.failures, moved.gave_up = rec["ds"], rec["f"], rec["g"]
-        elif kind == "c":
+        elif kind == Kind.CLAIM:
             self._claims[rec["key"]] = (rec["o"], rec["x"])
-        elif kind == "cu":
+        elif kind == Kind.CLAIM_RELEASED:
             self._claims.pop(rec["key"], None)
-        elif kind == "l":
+        elif kind == Kind.LEASE:
             for task_id in rec["ids"]:
                 self._leases[task_id] = (rec["o"], rec["x"])
-        elif kind == "lu":
+        elif kind == Kind.LEASE_RELEASED:
             self._leases.pop(rec["id"], None)
-        elif kind == "x":
+        elif kind == Kind.PURGED:
             for task_id in rec["ids"]:
                 self._forget(task_id)
 
@@ -425,7 +472,7 @@ class ShelveStore(TaskStore):
     # ------------------------------------------------------------ push targets
 
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
-        rec = {"k": "p", "id": task_id, "cfg": encode(target.config), "d": target.dialect,
+        rec = {"k": Kind.PUSH, "id": task_id, "cfg": encode(target.config), "d": target.dialect,
                "o": target.owner, "ds": target.delivered_seq, "f": target.failures,
                "g": target.gave_up}
         self._write(lambda: ([rec], None))
@@ -439,7 +486,7 @@ class ShelveStore(TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], None]:
             if config_id not in self._targets.get(task_id, {}):
                 return [], None
-            return [{"k": "pd", "id": task_id, "c": config_id}], None
+            return [{"k": Kind.PUSH_DELETED, "id": task_id, "c": config_id}], None
 
         self._write(build)
 
@@ -448,7 +495,7 @@ class ShelveStore(TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], None]:
             if config_id not in self._targets.get(task_id, {}):
                 return [], None  # deleted meanwhile: stays deleted
-            return [{"k": "pp", "id": task_id, "c": config_id, "ds": delivered_seq,
+            return [{"k": Kind.PUSH_PROGRESS, "id": task_id, "c": config_id, "ds": delivered_seq,
                      "f": failures, "g": gave_up}], None
 
         # Losing the last cursor move to a power cut means one push is sent again (at least once).
@@ -470,7 +517,7 @@ class ShelveStore(TaskStore):
             holder, expires = self._claims.get(key, (owner, 0.0))
             if holder != owner and expires >= now:
                 return [], False
-            return [{"k": "c", "key": key, "o": owner, "x": now + ttl}], True
+            return [{"k": Kind.CLAIM, "key": key, "o": owner, "x": now + ttl}], True
 
         return bool(self._write(build, sync=False))
 
@@ -478,12 +525,12 @@ class ShelveStore(TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], None]:
             if self._claims.get(key, ("",))[0] != owner:
                 return [], None
-            return [{"k": "cu", "key": key}], None
+            return [{"k": Kind.CLAIM_RELEASED, "key": key}], None
 
         self._write(build, sync=False)
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        rec = {"k": "l", "ids": [task_id], "o": owner, "x": time.time() + ttl}
+        rec = {"k": Kind.LEASE, "ids": [task_id], "o": owner, "x": time.time() + ttl}
         self._write(lambda: ([rec], None), sync=False)
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
@@ -491,7 +538,7 @@ class ShelveStore(TaskStore):
             held = [t for t in task_ids if self._leases.get(t, ("",))[0] == owner]
             if not held:
                 return [], None
-            return [{"k": "l", "ids": held, "o": owner, "x": time.time() + ttl}], None
+            return [{"k": Kind.LEASE, "ids": held, "o": owner, "x": time.time() + ttl}], None
 
         if task_ids:
             self._write(build, sync=False)
@@ -501,7 +548,7 @@ class ShelveStore(TaskStore):
             lease = self._leases.get(task_id)
             if lease is None or (owner is not None and lease[0] != owner):
                 return [], None
-            return [{"k": "lu", "id": task_id}], None
+            return [{"k": Kind.LEASE_RELEASED, "id": task_id}], None
 
         self._write(build, sync=False)
 
@@ -516,7 +563,7 @@ class ShelveStore(TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], int]:
             gone = [task_id for task_id, entry in self._tasks.items()
                     if entry.state in _TERMINAL and entry.updated_at < updated_before]
-            return ([{"k": "x", "ids": gone}] if gone else []), len(gone)
+            return ([{"k": Kind.PURGED, "ids": gone}] if gone else []), len(gone)
 
         count: int = self._write(build)
         return count
@@ -533,13 +580,13 @@ class ShelveStore(TaskStore):
                     cooperate()
             for task_id, targets in self._targets.items():
                 for t in targets.values():
-                    new.add(dumps({"k": "p", "id": task_id, "cfg": encode(t.config),
+                    new.add(dumps({"k": Kind.PUSH, "id": task_id, "cfg": encode(t.config),
                                    "d": t.dialect, "o": t.owner, "ds": t.delivered_seq,
                                    "f": t.failures, "g": t.gave_up}).encode())
             for key, (owner, expires) in claims.items():
-                new.add(dumps({"k": "c", "key": key, "o": owner, "x": expires}).encode())
+                new.add(dumps({"k": Kind.CLAIM, "key": key, "o": owner, "x": expires}).encode())
             for task_id, (owner, expires) in self._leases.items():
-                new.add(dumps({"k": "l", "ids": [task_id], "o": owner, "x": expires}).encode())
+                new.add(dumps({"k": Kind.LEASE, "ids": [task_id], "o": owner, "x": expires}).encode())
         # The new file is in place: point the index at it (what a process reading it
         # from the start would build, without reading it).
         for entry, (snapshot, lasts, refs) in placed:
@@ -554,7 +601,7 @@ class ShelveStore(TaskStore):
         """Write one task's live records to ``new``: a head (what the index keeps on
         it), its snapshot, then its events in order, copying as they are the records
         that need no merging.  Where they went, for the index."""
-        fields: Dict[str, Any] = {"k": "t", "id": task_id, "seq": entry.seq,
+        fields: Dict[str, Any] = {"k": Kind.TASK, "id": task_id, "seq": entry.seq,
                                   "cx": entry.context_id, "st": entry.state,
                                   "up": entry.updated_at}
         if entry.history_len is not None:
@@ -566,7 +613,7 @@ class ShelveStore(TaskStore):
         # A snapshot that shares its record with events is decoded once, for both.
         shared = None if entry.snap_alone else json.loads(snapshot)
         if shared is not None:
-            snapshot = dumps({"k": "s", "id": task_id, "ss": entry.snap_seq,
+            snapshot = dumps({"k": Kind.SNAPSHOT, "id": task_id, "ss": entry.snap_seq,
                               "task": shared["task"]}).encode()
         snapshot_ref = new.add(snapshot)
         lasts: List[int] = []
@@ -672,7 +719,7 @@ def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
     """A task's events (numbered), what the index keeps on it and, with ``snapshot``,
     the task itself, as ``record`` leaves them: one record, so all there or not at all."""
     outline = record.outline
-    rec = {"k": "t", "id": outline.id, "seq": record.seq, "ev": events,
+    rec = {"k": Kind.TASK, "id": outline.id, "seq": record.seq, "ev": events,
            "cx": outline.context_id, "st": outline.status.state.value,
            "up": outline.status.timestamp or created_at, "hl": len(outline.history)}
     if snapshot:
@@ -697,12 +744,12 @@ def _read_old_shelf(path: str) -> List[Dict[str, Any]]:
                 records.append(rec)
             elif key.startswith("l:"):
                 owner, expires = shelf[key]  # type: Tuple[str, float]
-                records.append({"k": "l", "ids": [key[2:]], "o": owner, "x": expires})
+                records.append({"k": Kind.LEASE, "ids": [key[2:]], "o": owner, "x": expires})
         for key in list(shelf.keys()):
             if key.startswith("p:"):
                 targets: Dict[str, PushTarget] = shelf[key]
                 for t in targets.values():
-                    records.append({"k": "p", "id": key[2:], "cfg": encode(t.config),
+                    records.append({"k": Kind.PUSH, "id": key[2:], "cfg": encode(t.config),
                                     "d": t.dialect, "o": t.owner, "ds": t.delivered_seq,
                                     "f": t.failures, "g": t.gave_up})
     return records
