@@ -69,6 +69,15 @@ class Settings:
     #: worker died is failed within about this time.  It must exceed the longest time
     #: an executor holds the CPU without yielding (under gevent).
     lease_ttl: float = 30.0
+    #: Where executors run: ``inline`` (a greenlet or thread of the web worker that got
+    #: the message) or ``celery`` (Celery workers, the ``celery`` extra; the Celery app
+    #: from ``A2A(celery=...)`` or ``app.extensions["celery"]``; not with ``memory://``).
+    runner: str = "inline"
+    #: Seconds a store outage (a database restart, a failover) may last without losing
+    #: work: a running task's writes, and its streams' and webhooks' progress, wait for
+    #: the store and go on in order; past it the task fails.  0: the first failed
+    #: write stops the task (which is failed once the store answers again).
+    store_grace: float = 30.0
     #: Seconds finished tasks are kept (0 keeps them forever).
     task_ttl: float = 3600.0
     #: ``Cache-Control: max-age`` of the agent card, in seconds.
@@ -179,17 +188,20 @@ class Settings:
                     raise ValueError(f"{config_key(name)} must be {rule}, got {value!r}")
 
 
+#: The values of ``A2A_RUNNER``: where executors run.
+RUNNERS = ("inline", "celery")
 _AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_attempts",
                  "store_pool_size", "store_writer_pool_size")
 _NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_task_bytes",
                  "max_streams_per_caller", "max_anonymous_streams", "max_push_configs",
-                 "gc_full_every")
+                 "gc_full_every", "store_grace")
 _POSITIVE = ("store_timeout", "sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl",
              "body_timeout", "push_timeout", "push_retry_delay", "push_retry_max_delay")
 _RANGES: Tuple[Tuple[Tuple[str, ...], Callable[[Any], bool], str], ...] = (
     (_AT_LEAST_ONE, lambda v: v >= 1, ">= 1"),
     (_NOT_NEGATIVE, lambda v: v >= 0, ">= 0"),
     (_POSITIVE, lambda v: v > 0, "> 0"),
+    (("runner",), lambda v: v in RUNNERS, " or ".join(RUNNERS)),
 )
 
 

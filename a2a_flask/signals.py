@@ -24,6 +24,9 @@ Tasks (sent where a task's event is committed to the store, whichever worker)
     moved (two :class:`~a2a_flask.protocol.models.TaskState` values).
     ``task_finished(sender, task_id, context_id, state, duration)``: it reached a
     terminal state; ``duration`` is seconds since it was created.
+    ``task_run(sender, task_id, context_id, queue_wait, run_time)``: a run queued
+    through a runner (Celery) ended in its worker; ``queue_wait`` is seconds from
+    queued to started, ``run_time`` seconds the worker spent on it (sent there).
 
 Streams
     ``stream_opened(sender, binding, method)``: an SSE response started.
@@ -57,6 +60,7 @@ request_handled = _signals.signal("a2a-request-handled")
 task_created = _signals.signal("a2a-task-created")
 task_state_changed = _signals.signal("a2a-task-state-changed")
 task_finished = _signals.signal("a2a-task-finished")
+task_run = _signals.signal("a2a-task-run")
 stream_opened = _signals.signal("a2a-stream-opened")
 stream_closed = _signals.signal("a2a-stream-closed")
 store_error = _signals.signal("a2a-store-error")
@@ -85,13 +89,13 @@ def send(signal: NamedSignal, sender: Any, **kwargs: Any) -> None:
 _METHODS = {request_handled: "on_request", task_created: "on_created",
             task_state_changed: "on_state", stream_opened: "on_open",
             stream_closed: "on_close", push_sent: "on_sent", push_failed: "on_failed",
-            store_error: "on_store_error"}
+            store_error: "on_store_error", task_run: "on_run"}
 
 
 def connect_methods(backend: Any) -> None:
     """Connect each signal to the ``backend``'s method for it, where it has one
     (``on_request``, ``on_created``, ``on_state``, ``on_open``, ``on_close``,
-    ``on_sent``, ``on_failed``, ``on_store_error``).  Strong references: a
+    ``on_sent``, ``on_failed``, ``on_store_error``, ``on_run``).  Strong references: a
     backend lives as long as the process."""
     for signal, name in _METHODS.items():
         method = getattr(backend, name, None)
@@ -101,4 +105,4 @@ def connect_methods(backend: Any) -> None:
 
 __all__ = ["connect_methods", "push_failed", "push_sent", "request_handled", "send", "store_error",
            "stream_closed", "stream_opened", "task_created", "task_finished",
-           "task_state_changed"]
+           "task_run", "task_state_changed"]

@@ -8,6 +8,7 @@
 ``hog S``        busy-loops S seconds without ever yielding (the watchdog must say so)
 ``weird``        returns an object of a type the library does not know
 ``flood N``      emits N artifact updates (one artifact, replaced each time), then completes
+``ticks N``      streams N chunks ("tick 0;", ...) a quarter second apart, then completes
 ``ask``          asks for more input (INPUT_REQUIRED); each answer starting with ``ask`` asks again
 anything else    completes at once with the text echoed
 
@@ -79,6 +80,12 @@ def misbehave(ctx: TaskContext):
         for n in range(int(arg)):
             ctx.artifact(f"event {n}", artifact_id="flood")
         return "flooded"
+    if kind == "ticks":
+        ctx.working("ticking")
+        for n in range(int(arg)):
+            ctx.artifact(f"tick {n};", artifact_id="ticks", append=n > 0)
+            time.sleep(0.25)
+        return None
     if kind == "ask":
         ctx.ask("more?")
         return None

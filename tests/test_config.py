@@ -44,7 +44,7 @@ def _pem() -> Tuple[str, Any]:
 #: Strings some fields need (a valid URL prefix, store URL...); other strings take "x".
 STRING_SAMPLES = {"url_prefix": ("/agents/x/", "/agents/x"),
                   "public_url": ("https://agents.example.com/", "https://agents.example.com"),
-                  "store": ("memory://", "memory://")}
+                  "store": ("memory://", "memory://"), "runner": ("inline", "inline")}
 
 
 def cases(name: str, tp: Any) -> Dict[str, List[Tuple[Any, Any]]]:

@@ -10,7 +10,7 @@ import pytest
 from flask import current_app
 
 from a2a_flask import Artifact, Message, Part, Role, TaskState
-from a2a_flask.engine.runtime import TaskClosedError
+from a2a_flask.engine.states import TaskClosedError
 
 from .conftest import make_card
 from .helpers import V1, parse_sse, rpc, rpc_body, user_message, validate

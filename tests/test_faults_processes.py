@@ -99,5 +99,7 @@ def test_stop_or_reload_mid_task(tmp_path, how):
         text = failed.status.message.parts[0].text
         assert text.startswith("The server shut down"), text
         assert "lease" not in text  # failed at shutdown, not found later by the reaper
+        # Said once, though the shutdown runs more than once (the signal, then the exit).
+        assert server.log_text().count(f"task {stuck} failed") == 1, server.log_text()
     finally:
         server.stop()

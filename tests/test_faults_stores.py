@@ -75,8 +75,10 @@ class RedisServer:
 def test_redis_killed_mid_stream_and_restarted(tmp_path):
     pytest.importorskip("redis")
     redis_server = RedisServer(tmp_path)
+    # An outage past A2A_STORE_GRACE (1 s here): what a blip within it does is in
+    # tests/test_blips.py and tests/test_blips_restart.py.
     env = {"FLASK_A2A_STORE": f"redis://127.0.0.1:{redis_server.port}/0?prefix=faults-{new_id()[:8]}",
-           "FLASK_A2A_LEASE_TTL": "3"}
+           "FLASK_A2A_LEASE_TTL": "3", "FLASK_A2A_STORE_GRACE": "1"}
     try:
         with Server("tests.fault_app:app", env=env) as server:
             done = server.rpc("SendMessage", {"message": message("before the outage")})

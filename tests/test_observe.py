@@ -355,7 +355,7 @@ def test_a_raising_receiver_breaks_nothing(served, caplog):
         calls.append(kw)
 
     every = [value for value in vars(signals).values() if isinstance(value, NamedSignal)]
-    assert len(every) == 9
+    assert len(every) == 10
     for signal in every:
         signal.connect(broken)
     signals.request_handled.connect(counting)

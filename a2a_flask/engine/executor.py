@@ -37,7 +37,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from ..protocol.models import Artifact, Message, Part, Role, Task, TaskState, new_id
 from ..protocol.errors import StoreUnavailable, TaskTooLargeError
-from .runtime import Run, TaskCancelled, TaskClosedError, agent_message
+from .runtime import Run, TaskCancelled, agent_message
+from .states import TaskClosedError
 
 log = logging.getLogger("a2a_flask")
 
@@ -231,14 +232,17 @@ def invoke(executor: Executor, run: Run) -> None:
     except TaskClosedError as exc:
         log.warning("executor for task %s kept going after the task closed: %s", run.task_id, exc)
     except StoreUnavailable:
-        # The store logged its outage; the task's state could not be written, so the
-        # keeper writes FAILED as soon as the store answers again.
-        log.warning("task %s stopped: the task store is unavailable; it is failed once "
-                    "the store answers again", run.task_id)
+        # The store logged its outage, and the run's writes waited for it as long as
+        # the grace lasts; the task's state could not be written, so the keeper writes
+        # FAILED as soon as the store answers again (this is the one line about it).
         if run.record is not None:
+            log.warning("task %s stopped: the task store is unavailable (for longer than "
+                        "A2A_STORE_GRACE, %gs); it is failed once the store answers again",
+                        run.task_id, run.runtime.store_grace)
             run.runtime.fail_when_store_returns(
                 run.task_id, "The task store was unavailable while this task ran; the task "
                 "stopped and can be sent again.")
+            run.error = StoreUnavailable()  # a blocking send waiting on the run: 503 now
         elif run.reply is None:
             run.fail_to_start(StoreUnavailable())  # no task exists: the caller gets the 503
     except TaskTooLargeError as exc:  # a limit reached, not a bug: say which, no traceback

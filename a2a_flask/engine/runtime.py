@@ -12,7 +12,8 @@ the snapshot it yields (:func:`apply_event`); under gevent the streamed chunks
 of a burst wait in their run until the executor yields, and are appended
 together (:meth:`Run.add_artifact`).  Appends are compare-and-set on
 the sequence number; :meth:`Runtime.commit` reloads and retries on conflict and
-is the *only* place that checks transitions:
+applies every change, each asking the state machine (:mod:`.states`, one table)
+what it does to the task as it is at that moment:
 
 * terminal states (COMPLETED, FAILED, CANCELED, REJECTED) never change;
 * SUBMITTED exists only at creation, UNSPECIFIED never;
@@ -27,6 +28,12 @@ longer change the task).
 
 Everything that waits (blocking sends, streams, resubscribes) reads the log
 from a sequence number on, so they all see the same events in the same order.
+
+A store outage shorter than ``store_grace`` (``A2A_STORE_GRACE``) loses no
+work: a run's appends are retried in order while its executor waits at its
+next emission (:meth:`Run._append`), followers wait for the store instead of
+ending, and keepers judge leases only a lease's time after an outage (see
+docs/workers-and-hosts.rst, "A store outage: the grace").
 """
 from __future__ import annotations
 
@@ -37,16 +44,10 @@ import socket
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Protocol, Tuple, Union
 
 from ..concurrency import Worker, cooperate, gevent_active, let_io_run
-from ..protocol.errors import (
-    StoreUnavailable,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    TaskTooLargeError,
-    UnsupportedOperationError,
-)
+from ..protocol.errors import StoreUnavailable, TaskNotFoundError, TaskTooLargeError
 from ..protocol.models import (
     Artifact,
     Message,
@@ -64,9 +65,12 @@ from ..protocol.models import (
 from ..protocol.calls import Wait
 from ..protocol.events import Event
 from ..observe import tasks as observe
+from ..protocol.codec import encode
 from ..stores.base import LogEntry, SequenceConflict, TaskRecord, TaskStore, finishes
+from ..stores.grace import Outage
 from ..stores.shared import SharedLog, wait_without_spinning
 from .budget import growth, message_size, needs_folded, task_size, too_large
+from .states import Change, TaskClosedError, transition
 
 log = logging.getLogger("a2a_flask")
 
@@ -101,22 +105,14 @@ class TaskCancelled(BaseException):
     """
 
 
-class TaskClosedError(RuntimeError):
-    """An executor tried to change a task that already reached a terminal state."""
+class _Landed(BaseException):
+    """An append whose answer the store lost was written after all: ``record`` is the
+    task's record with it (a BaseException, so that :meth:`Runtime.commit` does not
+    take it for a judgement on a stale record)."""
 
-
-# ------------------------------------------------------------ state machine
-
-
-def check_transition(current: TaskState, new: Optional[TaskState]) -> None:
-    """Refuse changes the state machine does not allow (see the module docstring).
-
-    ``new`` is None for changes that keep the state (artifacts, messages).
-    """
-    if current.terminal:
-        raise TaskClosedError(f"task is already {current.value}")
-    if new in (TaskState.UNSPECIFIED, TaskState.SUBMITTED):
-        raise ValueError(f"a task cannot move to {new.value}")
+    def __init__(self, record: TaskRecord) -> None:
+        super().__init__()
+        self.record = record
 
 
 def closes_stream(event: Event, *, close_on_auth_required: bool = True) -> bool:
@@ -171,7 +167,9 @@ class Run:
         self.finished = threading.Event()
         self.cancel_requested = False
         #: Set (with :attr:`decided`) when the run ended before it could make a task or a
-        #: reply, such as when the store went down: the waiting caller gets this error.
+        #: reply, such as when the store went down, or (with :attr:`settled`) when it
+        #: stopped because the store stayed down past the grace: the waiting caller gets
+        #: this error.
         self.error: Optional[Exception] = None
         #: A stream waits for this run's first event: hand it over as soon as it exists.
         self.streamed = False
@@ -186,6 +184,9 @@ class Run:
         #: What appending the unsent chunks in the background raised: the executor's next
         #: call raises it.
         self._unsent_error: Optional[BaseException] = None
+        #: Set while an append of this run waits for the store to come back (within
+        #: ``A2A_STORE_GRACE``): the executor's next emission waits for it.
+        self.stalled = False
 
     def pace(self) -> None:
         """Let the worker's other greenlets run if this run has not yielded for a while.
@@ -219,7 +220,10 @@ class Run:
         now = time.monotonic()
         if self.record is not None and now - self._checked_store_at > 0.5:
             self._checked_store_at = now
-            head = self.runtime.store.head(self.task_id)
+            try:
+                head = self.runtime.store.head(self.task_id)
+            except StoreUnavailable:
+                return False  # asked again later; the run's next write rides the outage out
             if head is not None and head[1] is TaskState.CANCELED:
                 self.cancel_requested = True
         return self.cancel_requested
@@ -262,7 +266,7 @@ class Run:
             message.task_id, message.context_id = self.task_id, self.context_id
 
         def events(current: TaskState) -> List[Event]:
-            check_transition(current, state)
+            transition(current, Change.STATUS, to=state)
             # Stamped once the task exists, so no status predates SUBMITTED.
             status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(self.task_id, self.context_id, status, metadata)]
@@ -285,7 +289,7 @@ class Run:
                                         last_chunk, metadata)
         if not gevent_active():
             def events(current: TaskState) -> List[Event]:
-                check_transition(current, None)
+                transition(current, Change.OUTPUT)
                 return [event]
 
             self._emit(events)
@@ -293,9 +297,11 @@ class Run:
         self._check_can_emit()
         record = self.record
         assert record is not None  # made by _check_can_emit
-        check_transition(record.state, None)  # what this run itself wrote (ended: refused)
+        transition(record.state, Change.OUTPUT)  # what this run itself wrote (ended: refused)
         self._unsent.append(event)
-        if len(self._unsent) == 1:
+        if self.stalled:
+            self.send_unsent()  # waits, in order, for the append the store did not take yet
+        elif len(self._unsent) == 1:
             Worker(self._send_unsent_later, name=f"a2a-chunks-{self.task_id}")
         elif len(self._unsent) >= unsent_cap(record.seq):
             self.send_unsent()
@@ -324,10 +330,11 @@ class Run:
         def events(current: TaskState) -> List[Event]:
             made: List[Event] = []
             if artifact is not None:
-                check_transition(current, None)
+                transition(current, Change.OUTPUT)
                 made.append(TaskArtifactUpdateEvent(self.task_id, self.context_id, artifact))
-            if not current.settled:
-                status = TaskStatus(state=TaskState.COMPLETED, timestamp=utc_now())
+            state = transition(current, Change.FINISH)
+            if state is not None:
+                status = TaskStatus(state=state, timestamp=utc_now())
                 made.append(TaskStatusUpdateEvent(self.task_id, self.context_id, status))
             return made
 
@@ -366,20 +373,20 @@ class Run:
     def _emit(self, events: Callable[[TaskState], List[Event]]) -> TaskRecord:
         """Append the chunks still waiting, then the events made from the task's
         current state, in one append; the task's record after them (whose
-        chunks fold only if someone reads its task)."""
+        chunks fold only if someone reads its task).
+
+        While the store is unavailable the append is retried, with backoff, for up
+        to the runtime's ``store_grace`` (the executor waits here meanwhile), and
+        an append whose answer was lost is not written twice (see :meth:`_append`).
+        """
         self._check_can_emit()
         with self._appending:
+            failed, self._unsent_error = self._unsent_error, None
+            if failed is not None:
+                raise failed  # the background append this one waited for gave up
             unsent, self._unsent = self._unsent, []
-
-            def build(record: TaskRecord) -> List[Event]:
-                if record.state is TaskState.CANCELED:
-                    raise TaskCancelled()
-                if unsent:
-                    check_transition(record.state, None)
-                return unsent + events(record.state)
-
             try:
-                self.record = record = self.runtime.commit(self.task_id, build, self.record)
+                self.record = record = self._append(unsent, events)
             except TaskTooLargeError:
                 raise  # dropped: appended again, they would be refused again
             except BaseException:
@@ -388,6 +395,57 @@ class Run:
         if record.state.settled:
             self.settled.set()
         return record
+
+    def _append(self, unsent: List[Event],
+                events: Callable[[TaskState], List[Event]]) -> TaskRecord:
+        """Commit ``unsent`` and the events made from the task's state, riding out
+        a store outage of up to ``store_grace`` seconds.
+
+        An append that raised :class:`~a2a_flask.StoreUnavailable` may have been
+        written all the same (the connection dropped after the commit): until the
+        store says whether it was, the same events are appended again at the same
+        place (the sequence check refuses them there if they are in), and once the
+        log moved past that place its entries are compared with them.
+        """
+        runtime = self.runtime
+        # (seq, events) of the last append built, and of one whose outcome is unknown.
+        built: Optional[Tuple[int, List[Event]]] = None
+        unsure: Optional[Tuple[int, List[Event]]] = None
+
+        def build(record: TaskRecord) -> List[Event]:
+            nonlocal built, unsure
+            if unsure is not None:
+                seq, made = unsure
+                if record.seq == seq:
+                    return list(made)  # the same place: the very same events again
+                if runtime.landed(self.task_id, seq, made):
+                    raise _Landed(record)
+                unsure = None  # someone else wrote there: build anew
+            if record.state is TaskState.CANCELED:
+                raise TaskCancelled()
+            if unsent:
+                transition(record.state, Change.OUTPUT)
+            made = unsent + events(record.state)
+            built = (record.seq, made)
+            return made
+
+        outage: Optional[Outage] = None  # made on the first failure: emitting costs nothing
+        try:
+            while True:
+                try:
+                    return runtime.commit(self.task_id, build, self.record)
+                except _Landed as landed:
+                    return landed.record
+                except StoreUnavailable:
+                    if unsure is None:
+                        unsure = built
+                    if outage is None:
+                        outage = Outage(runtime.store_grace)
+                    self.stalled = True
+                    if runtime.store.closed or not outage.wait():
+                        raise
+        finally:
+            self.stalled = False
 
 
 # ------------------------------------------------------------------ runtime
@@ -406,8 +464,19 @@ class _LogWait(Wait):
         self.timeout, self.idle_at = timeout, idle_at
 
     def block(self) -> None:
-        self.idle_at = wait_without_spinning(self.log.wait, self.task_id, self.seq,
-                                             self.timeout, self.idle_at)
+        try:
+            self.idle_at = wait_without_spinning(self.log.wait, self.task_id, self.seq,
+                                                 self.timeout, self.idle_at)
+        except StoreUnavailable:  # the follower's next read hears of it (or rides it out)
+            time.sleep(min(self.timeout, 0.05))
+            self.idle_at = None
+
+
+class Runner(Protocol):
+    """Sends runs to other processes (the contract: :mod:`a2a_flask.engine.runners`)."""
+
+    def start(self, run: Run) -> None:
+        """Queue ``run``; the web side then follows its task's log."""
 
 
 class Runtime:
@@ -416,7 +485,7 @@ class Runtime:
     def __init__(self, store: TaskStore, invoke: Callable[[Run], None], *,
                  cancel_grace: float = 5.0, close_on_auth_required: bool = True,
                  lease_ttl: float = 30.0, task_ttl: float = 0.0, max_history: int = 0,
-                 max_task_bytes: int = 0) -> None:
+                 max_task_bytes: int = 0, store_grace: float = 0.0) -> None:
         self.store = store
         #: The reads of followers, shared per task in this process (streams, waits, pushes).
         self.log = SharedLog(store)
@@ -429,6 +498,13 @@ class Runtime:
         self.max_history = max_history
         #: Most bytes of content a task may hold (0: no limit); see :mod:`.budget`.
         self.max_task_bytes = max_task_bytes
+        #: Seconds a run's writes, and its followers' reads, ride out a store outage
+        #: (``A2A_STORE_GRACE``; 0: the first failure stops them).
+        self.store_grace = store_grace
+        #: Keeper rounds fail no expired lease before this (monotonic): after an outage,
+        #: the live owners renew theirs first.
+        self._orphans_after = 0.0
+        self._outage_seen = False
         #: The sender of the task signals (the A2A extension object).
         self.sender: Any = None
         self._runs: Dict[str, Run] = {}
@@ -448,6 +524,8 @@ class Runtime:
         self._unrecorded: Dict[str, str] = {}
         #: Task id -> how many streams of this process follow it (to wake them at shutdown).
         self._followed: Dict[str, int] = {}
+        #: Where runs go instead of this process (see :mod:`.runners`); None: run here.
+        self.runner: Optional[Runner] = None
 
     # -- writing
 
@@ -482,6 +560,13 @@ class Runtime:
                 continue
             observe.committed(self.sender, record.state, after.outline, record.created_at)
             return after
+
+    def landed(self, task_id: str, seq: int, events: List[Event]) -> bool:
+        """Whether the log holds exactly ``events`` right after ``seq``: an append
+        whose answer was lost (the connection dropped after the commit) was written."""
+        stored = list(self.store.entries(task_id, seq, through=seq + len(events)))
+        return len(stored) == len(events) and all(
+            encode(entry.event) == encode(event) for entry, event in zip(stored, events))
 
     def _after(self, record: TaskRecord, events: List[Event], caller: bool) -> TaskRecord:
         """The record after ``events``: its history trimmed to ``max_history``, and
@@ -547,16 +632,11 @@ class Runtime:
 
         def build(current: TaskRecord) -> List[Event]:
             nonlocal resumed
-            if current.state.terminal:
-                raise UnsupportedOperationError(
-                    f"Task {task_id} is {current.state.value}; a terminal task takes no "
-                    "more messages (start a new task in the same context)",
-                    metadata={"taskId": task_id, "state": current.state.value},
-                )
-            resumed = current.state.interrupted
-            if not resumed:
+            state = transition(current.state, Change.MESSAGE, task_id=task_id)
+            resumed = state is not None
+            if state is None:
                 return [message]  # the running executor sees it in ctx.history
-            status = TaskStatus(state=TaskState.WORKING, timestamp=utc_now())
+            status = TaskStatus(state=state, timestamp=utc_now())
             return [message, TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         updated = self.commit(task_id, build, record, caller=True)
@@ -569,6 +649,14 @@ class Runtime:
         return updated
 
     def _launch(self, run: Run) -> None:
+        if self.runner is not None:
+            self.runner.start(run)  # queued: a worker process claims and runs it
+            return
+        self.start_here(run)
+
+    def start_here(self, run: Run) -> None:
+        """Claim ``run`` (its lease) and start its executor in a greenlet or thread of
+        this process: the inline runner, and what a queued run's worker calls."""
         self.ensure_keeper()
         # The lease first: if the store is down the caller hears it and no run is left behind.
         self.store.acquire_lease(run.task_id, self.owner, self.lease_ttl)
@@ -629,7 +717,7 @@ class Runtime:
             try:
                 self.tend()
             except StoreUnavailable:
-                pass  # the store logged it; the next round tries again
+                self._outage_seen = True  # the store logged it; the next round tries again
             except Exception:  # a store hiccup must not end the keeper
                 log.exception("a2a keeper round failed")
 
@@ -642,10 +730,19 @@ class Runtime:
         half TTL when that is shorter); then does the :attr:`chores`.
         """
         for task_id, text in list(self._unrecorded.items()):
-            self.fail(task_id, text)  # the store is back: record what it missed
+            self.fail(task_id, text)  # the store is back: record what it missed (logged then)
             del self._unrecorded[task_id]
+            self.store.release_lease(task_id, self.owner)
         runs = list(self._runs.values())
         self.store.renew_leases(self.owner, [run.task_id for run in runs], self.lease_ttl)
+        if self._outage_seen:
+            # Renewals failed during an outage; the other processes' did too, and their
+            # leases may have run out meanwhile though their runs go on.  Each keeper
+            # renews in its first round after the outage: judge leases only once every
+            # live owner has had a lease's time to do so.
+            self._outage_seen = False
+            if self.store_grace:
+                self._orphans_after = time.monotonic() + self.lease_ttl
         for run in runs:
             if not run.cancel_requested and run.record is not None:
                 # The head, not the record: loading a long stream's task folds its
@@ -654,8 +751,9 @@ class Runtime:
                 if head is not None and head[1] is TaskState.CANCELED:
                     run.cancel_requested = True
                     self._force_stop_later(run)
-        for task_id in self.store.expired_leases():
-            self._fail_orphan(task_id)
+        if time.monotonic() >= self._orphans_after:
+            for task_id in self.store.expired_leases():
+                self._fail_orphan(task_id)
         now = time.monotonic()
         if self.task_ttl and now - self._last_purge >= min(60.0, max(1.0, self.task_ttl / 2)):
             self._last_purge = now
@@ -674,10 +772,11 @@ class Runtime:
         """Move a task that is not finished to FAILED with ``text`` as the status message
         (interrupted tasks too); a finished or missing task stays as it is."""
         def build(current: TaskRecord) -> List[Event]:
-            if current.state.terminal:
+            state = transition(current.state, Change.FAIL)
+            if state is None:
                 return []
             message = agent_message(text, task_id, current.task.context_id)
-            status = TaskStatus(state=TaskState.FAILED, message=message, timestamp=utc_now())
+            status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         try:
@@ -712,6 +811,9 @@ class Runtime:
         unfinished = [run for run in list(self._runs.values()) if not run.finished.is_set()]
         pid = os.getpid()
         for run in unfinished:
+            if self._runs.get(run.task_id) is not run:
+                continue  # another call (a signal, then the exit) is on it: one line per task
+            del self._runs[run.task_id]
             run.cancel_requested = True  # its next emission stops it
             try:
                 record = self.fail(run.task_id, (
@@ -726,25 +828,29 @@ class Runtime:
                             "lease expires and it fails then", run.task_id)
             if run.worker is not None:
                 run.worker.kill(TaskCancelled)
-            self._runs.pop(run.task_id, None)
 
     def _fail_orphan(self, task_id: str) -> None:
         """Fail a task whose runner stopped renewing its lease (killed worker, lost host)."""
+        failed = False
+
         def build(current: TaskRecord) -> List[Event]:
-            state = current.state
-            if state.settled or task_id in self._runs:
+            nonlocal failed
+            state = transition(current.state, Change.ORPHAN)
+            failed = False
+            if state is None or task_id in self._runs:
                 return []
+            failed = True
             message = agent_message(
                 "The worker running this task stopped (its lease expired); the task failed "
                 "and can be sent again.", task_id, current.task.context_id)
-            status = TaskStatus(state=TaskState.FAILED, message=message, timestamp=utc_now())
+            status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         try:
-            record = self.commit(task_id, build)
+            self.commit(task_id, build)
         except TaskNotFoundError:
-            record = None
-        if record is not None and record.state is TaskState.FAILED:
+            pass
+        if failed:  # only by this round (a failure recorded before is logged already)
             log.warning("task %s failed: its runner's lease expired", task_id)
         self.store.release_lease(task_id, None)
 
@@ -757,12 +863,9 @@ class Runtime:
         """Move a task to CANCELED now, then stop its executor (see module docstring)."""
 
         def build(current: TaskRecord) -> List[Event]:
-            if current.state.terminal:
-                raise TaskNotCancelableError(
-                    f"Task {task_id} is already {current.state.value}",
-                    metadata={"taskId": task_id, "state": current.state.value},
-                )
-            status = TaskStatus(state=TaskState.CANCELED, timestamp=utc_now())
+            state = transition(current.state, Change.CANCEL, task_id=task_id)
+            assert state is not None  # (the table: a cancel always moves or is refused)
+            status = TaskStatus(state=state, timestamp=utc_now())
             return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         record = self.commit(task_id, build)
@@ -791,22 +894,28 @@ class Runtime:
         """The record once it is terminal or interrupted, or as it is after ``timeout``."""
         deadline = time.monotonic() + timeout
         idle_at: Optional[int] = None  # a wait returned early with nothing new at this seq
+        outage = Outage(self.store_grace)  # the run's writes ride it out: so does the wait
         with self.log.following(task_id):
             while True:
-                # The head (seq, state) is enough to wait on; the record is loaded once,
-                # at the end.
-                head = self.log.head(task_id)
-                if head is None:
-                    raise TaskNotFoundError(metadata={"taskId": task_id})
-                seq, state = head
-                remaining = deadline - time.monotonic()
-                if state.settled or remaining <= 0:
-                    record = self.store.load(task_id)
-                    if record is None:
+                try:
+                    # The head (seq, state) is enough to wait on; the record is loaded
+                    # once, at the end.
+                    head = self.log.head(task_id)
+                    if head is None:
                         raise TaskNotFoundError(metadata={"taskId": task_id})
-                    return record
-                idle_at = wait_without_spinning(self.log.wait, task_id, seq, remaining,
-                                                idle_at)
+                    seq, state = head
+                    remaining = deadline - time.monotonic()
+                    if state.settled or remaining <= 0:
+                        record = self.store.load(task_id)
+                        if record is None:
+                            raise TaskNotFoundError(metadata={"taskId": task_id})
+                        return record
+                    outage.over()
+                    idle_at = wait_without_spinning(self.log.wait, task_id, seq, remaining,
+                                                    idle_at)
+                except StoreUnavailable:
+                    if time.monotonic() >= deadline or not outage.wait():
+                        raise
 
     def follow(self, task_id: str, after_seq: int, heartbeat: float, *,
                park_outside: bool = False) -> Iterator[Union[LogEntry, None, Wait]]:
@@ -833,8 +942,23 @@ class Runtime:
             # the log itself says when a stream ends (a crowd of followers would read
             # the head once per event each).
             check_head = True
+            # While the store is out the stream stays open (keep-alives go on) for up to
+            # the grace, as the run's writes wait for it: then it goes on where it was.
+            # (Made on the first failure: a parked stream holds no more than before.)
+            outage: Optional[Outage] = None
+            head_outage: Optional[Outage] = None  # the head's own (the reads may work)
             while True:
-                entries = log.read(task_id, after_seq)
+                try:
+                    entries = log.read(task_id, after_seq)
+                except StoreUnavailable:
+                    outage = outage or Outage(self.store_grace)
+                    if not outage.wait():
+                        raise
+                    if time.monotonic() - idle_since >= heartbeat:
+                        yield None
+                        idle_since = time.monotonic()
+                    continue
+                outage = None
                 for entry in entries:
                     yield entry
                     after_seq = entry.seq
@@ -856,7 +980,14 @@ class Runtime:
                 if self.stopping and task_id not in self._runs:
                     return
                 if check_head:
-                    head = log.recent_head(task_id)
+                    try:
+                        head = log.recent_head(task_id)
+                    except StoreUnavailable:
+                        head_outage = head_outage or Outage(self.store_grace)
+                        if not head_outage.wait():
+                            raise
+                        continue
+                    head_outage = None
                     if head is None or (head[1].terminal and head[0] <= after_seq):
                         return
                     check_head = False

@@ -26,10 +26,11 @@ Metrics (the meter provider's, when one is set)
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections import OrderedDict
-from typing import Any, Mapping, MutableMapping, Optional
+from typing import Any, Iterator, Mapping, MutableMapping, Optional
 
 from .. import signals
 from ..version import __version__
@@ -196,6 +197,22 @@ class PushSpan:
         self.span.end()
 
 
+@contextlib.contextmanager
+def remote_parent(traceparent: str) -> Iterator[None]:
+    """Make a W3C ``traceparent`` carried in a queue's message the current context (a
+    run started inside becomes its child); nothing without it or without tracing."""
+    if not traceparent or len(traceparent) > 64 or tracer() is None:
+        yield
+        return
+    from opentelemetry import context, propagate
+
+    token = context.attach(propagate.extract({"traceparent": traceparent}))
+    try:
+        yield
+    finally:
+        context.detach(token)
+
+
 def inject(headers: MutableMapping[str, str]) -> None:
     """Add ``traceparent`` (and the other configured propagators' headers) for the
     current span, when opentelemetry-api is installed (clients need no provider)."""
@@ -245,7 +262,15 @@ class _Meters:
             "a2a.streams.open", description="Open SSE streams")
         self.pushes = meter.create_counter(
             "a2a.push.attempts", description="Webhook delivery attempts by outcome")
+        self.queue_wait = meter.create_histogram(
+            "a2a.task.queue_wait", unit="s", description="Queued runs' wait for a worker")
+        self.run_time = meter.create_histogram(
+            "a2a.task.run_time", unit="s", description="Worker time of queued runs")
         signals.connect_methods(self)
+
+    def on_run(self, _: Any, **kw: Any) -> None:
+        self.queue_wait.record(kw["queue_wait"])
+        self.run_time.record(kw["run_time"])
 
     def on_request(self, _: Any, **kw: Any) -> None:
         self.duration.record(kw["duration"], {"rpc.system": kw["binding"],

@@ -49,6 +49,12 @@ class Metrics:
             registry=reg)
         self.store_errors = _prom.Counter(
             "a2a_store_errors", "Failed task store calls", ["operation"], registry=reg)
+        self.queue_wait = _prom.Histogram(
+            "a2a_task_queue_wait_seconds", "Seconds a queued run (Celery) waited for a worker",
+            buckets=BUCKETS, registry=reg)
+        self.run_time = _prom.Histogram(
+            "a2a_task_run_seconds", "Seconds a worker spent on a queued run (Celery)",
+            buckets=BUCKETS, registry=reg)
         # labels() costs more than the increment: keep each label set's children (the
         # label values are bounded: methods and codes the server knows, task states).
         self._by_call: Dict[Tuple[str, str, str, int], Tuple[Any, Any]] = {}
@@ -92,6 +98,10 @@ class Metrics:
 
     def on_store_error(self, _: Any, **kw: Any) -> None:
         self.store_errors.labels(kw["operation"]).inc()
+
+    def on_run(self, _: Any, *, queue_wait: float, run_time: float, **__: Any) -> None:
+        self.queue_wait.observe(queue_wait)
+        self.run_time.observe(run_time)
 
     def exposition(self) -> Tuple[bytes, str]:
         """The text format and its content type: this process's numbers, or with

@@ -41,6 +41,7 @@ from ..protocol.errors import StoreUnavailable
 from ..protocol.jsontext import json_text, stream_response_text
 from ..protocol.models import Message, Role, Task
 from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
+from ..stores.grace import ride_out
 from ..stores.shared import SharedLog
 from .guard import UnsafeWebhookError
 from .transport import WebhookDeliveryError, WebhookResponse, WebhookTransport
@@ -148,8 +149,12 @@ class PushDispatcher:
                  renderer_for: Callable[[str], Callable[[], PayloadRenderer]],
                  owner: Callable[[], str], retry: Optional[RetryPolicy] = None,
                  claim_ttl: float = 30.0, sweep_interval: float = 2.0, signer: Any = None,
-                 sender: Any = None, log: Optional[SharedLog] = None) -> None:
+                 sender: Any = None, log: Optional[SharedLog] = None,
+                 store_grace: float = 0.0) -> None:
         self.store = store
+        #: Seconds a cursor write rides out a store outage (``A2A_STORE_GRACE``): a cursor
+        #: lost would send its webhook the event again.
+        self.store_grace = store_grace
         #: The task logs as this process's followers read them (a drain is one of them).
         self.log = log or SharedLog(store)
         self.transport = transport
@@ -423,7 +428,8 @@ class PushDispatcher:
 
     def _advance(self, task_id: str, target: PushTarget, seq: int) -> None:
         target.delivered_seq, target.failures = seq, 0
-        self.store.record_push_progress(task_id, target.config.id, seq, 0, False)
+        ride_out(lambda: self.store.record_push_progress(task_id, target.config.id, seq, 0,
+                                                         False), self.store_grace)
 
     def _sent(self, task_id: str, target: PushTarget, seq: int, status: int, attempt: int,
               elapsed: float) -> None:
@@ -443,8 +449,9 @@ class PushDispatcher:
         url = shown_url(target.config.url)
         target.failures = attempt
         target.gave_up = attempt >= self.retry.max_attempts
-        self.store.record_push_progress(task_id, target.config.id, target.delivered_seq,
-                                        target.failures, target.gave_up)
+        ride_out(lambda: self.store.record_push_progress(
+            task_id, target.config.id, target.delivered_seq, target.failures, target.gave_up),
+            self.store_grace)
         if target.gave_up:
             log.error("giving up on webhook %s (config %s) of task %s after %d failed attempts "
                       "in a row; last error: %s. Fix the receiver, then register the config "

@@ -13,7 +13,8 @@ from __future__ import annotations
 import functools
 import logging
 from email.utils import formatdate
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union,
+                    overload)
 
 from flask import Blueprint, Flask, Response, current_app, request
 
@@ -129,6 +130,8 @@ class A2A:
     :param auth: who may call: an authenticator (see :mod:`a2a_flask.web.auth`, e.g.
         ``BearerAuth(verify)``) or a list of them, tried in order; or use the
         :meth:`authenticate` decorator.  Without one, everybody may call.
+    :param celery: the Celery app runs are queued on with ``A2A_RUNNER=celery``
+        (default: ``app.extensions["celery"]``); see ``docs/celery.rst``.
     :param settings: any other setting by name (``inspector=True``, ``task_ttl=60``),
         read like its ``A2A_*`` key (see :mod:`a2a_flask.config`) and winning over it;
         a name that is no setting raises :class:`TypeError` in ``init_app``.
@@ -139,12 +142,15 @@ class A2A:
                  url_prefix: Optional[str] = None, name: str = "a2a",
                  extended_card: Optional[ExtendedCard] = None,
                  auth: Union[Authenticator, Sequence[Authenticator], None] = None,
-                 **settings: Any) -> None:
+                 celery: Any = None, **settings: Any) -> None:
         check_card(card)
         if isinstance(extended_card, AgentCard):
             check_card(extended_card)
         self.card = with_default_capabilities(card, extended_card is not None)
         self._executor = executor
+        self._rerun_safe = False
+        #: The Celery app runs go to with ``A2A_RUNNER=celery`` (None: app.extensions["celery"]).
+        self.celery = celery
         self._store = store
         self.name = name
         self.extended_card = extended_card
@@ -154,10 +160,26 @@ class A2A:
         if app is not None:
             self.init_app(app)
 
-    def executor(self, fn: Executor) -> Executor:
-        """Decorator: register ``fn(ctx)`` as this agent's executor."""
-        self._executor = fn
-        return fn
+    @overload
+    def executor(self, fn: Executor) -> Executor: ...
+
+    @overload
+    def executor(self, *, rerun_safe: bool = False) -> Callable[[Executor], Executor]: ...
+
+    def executor(self, fn: Optional[Executor] = None, *,
+                 rerun_safe: bool = False) -> Union[Executor, Callable[[Executor], Executor]]:
+        """Decorator: register ``fn(ctx)`` as this agent's executor.
+
+        ``@a2a.executor(rerun_safe=True)`` declares that running a task again from the
+        start is safe: a queued run (``A2A_RUNNER=celery``) whose worker died is then
+        run again instead of failing its task.
+        """
+        def register(fn: Executor) -> Executor:
+            self._executor = fn
+            self._rerun_safe = rerun_safe
+            return fn
+
+        return register if fn is None else register(fn)
 
     def authenticate(self, fn: Authenticator) -> Authenticator:
         """Decorator: ``fn()`` names the caller of the current request.
@@ -196,6 +218,12 @@ class A2A:
                                  settings.store_writer_pool_size)
             store, release_store = _open_shared(app, self._store or settings.store,
                                                 settings.task_ttl, limits)
+        if settings.runner != "inline" and isinstance(store, MemoryStore):
+            raise RuntimeError(
+                f"A2A agent {self.name!r} has A2A_RUNNER={settings.runner} with the memory "
+                "store: its workers run in other processes and must share the task store. "
+                "Set A2A_STORE to sqlite:///path (one host), redis://..., postgresql://... "
+                "or mysql://...")
         workers = gunicorn_workers()
         if isinstance(store, MemoryStore) and workers is not None and workers > 1:
             log.warning(
@@ -213,7 +241,13 @@ class A2A:
                           close_on_auth_required=settings.close_stream_on_auth_required,
                           lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl,
                           max_history=settings.max_history,
-                          max_task_bytes=settings.max_task_bytes)
+                          max_task_bytes=settings.max_task_bytes,
+                          store_grace=settings.store_grace)
+        if settings.runner == "celery":
+            from .celery_runner import CeleryRunner
+
+            runtime.runner = CeleryRunner(app, self.name, runtime, celery=self.celery,
+                                          rerun_safe=self._rerun_safe)
         # In each gunicorn worker: at SIGTERM or HUP, running tasks get the graceful
         # timeout, then fail with a clear status message (not left to their leases).
         runtime.process_hooks.append(lambda: on_worker_shutdown(runtime.shutdown))
@@ -284,7 +318,8 @@ class A2A:
             owner=runtime.process_owner,
             retry=RetryPolicy(settings.push_max_attempts, settings.push_retry_delay,
                               settings.push_retry_max_delay),
-            claim_ttl=settings.lease_ttl, signer=signer, sender=self, log=runtime.log)
+            claim_ttl=settings.lease_ttl, signer=signer, sender=self, log=runtime.log,
+            store_grace=settings.store_grace)
         runtime.chores.append(service.push.sweep)
 
     def endpoints(self) -> List[Endpoint]:

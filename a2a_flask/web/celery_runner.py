@@ -1,0 +1,135 @@
+"""The Celery runner (``A2A_RUNNER=celery``, the ``celery`` extra): executors run in
+Celery workers, the web tier only records tasks and follows their logs.
+
+The web tier queues each run as a Celery message (a :class:`~a2a_flask.engine.runners.QueuedRun`,
+sent by task name, so the web tier needs no worker code); the worker runs
+it inside the Flask app context, writing to the shared task store, which is the
+result (no result backend).  The Celery task is registered with late
+acknowledgement and ``reject_on_worker_lost``: a run whose worker died is
+delivered again (see :mod:`a2a_flask.engine.runners` for what happens then).
+Celery is imported only here, and only when the runner is configured.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Dict, Optional
+
+from flask import Flask
+
+from .. import signals
+from ..engine.runners import QueuedRun, execute, queue
+from ..engine.runtime import Run, Runtime
+from ..observe import otel
+from ..protocol.errors import StoreUnavailable
+
+log = logging.getLogger("a2a_flask")
+
+#: The Celery task name of an agent's runs is this prefix plus the agent's name.
+TASK_PREFIX = "a2a_flask.run."
+#: Seconds before a run that found the store down is tried again (re-queued, not lost).
+STORE_RETRY_DELAY = 2.0
+
+
+class CeleryRunner:
+    """Queues an agent's runs on a Celery app and runs them in its workers.
+
+    ``celery`` is the Celery app, or None to use ``app.extensions["celery"]``
+    (Flask's documented app-factory pattern sets it), looked up when first needed.
+    """
+
+    def __init__(self, app: Flask, agent: str, runtime: Runtime, *, celery: Any = None,
+                 rerun_safe: bool = False) -> None:
+        self.flask_app = app
+        self.agent = agent
+        self.runtime = runtime
+        self.rerun_safe = rerun_safe
+        self.task_name = TASK_PREFIX + agent
+        self._celery = celery
+        self._registered: Optional[Any] = None
+        if self.find() is not None:
+            self.register()
+            self.prepare()
+        else:  # the app factory may set app.extensions["celery"] after init_app
+            from celery import signals as celery_signals  # type: ignore[import-untyped]
+
+            celery_signals.worker_init.connect(self._on_worker_init, weak=False)
+
+    def find(self) -> Any:
+        """The Celery app, or None when none is known yet."""
+        return self._celery if self._celery is not None else (
+            self.flask_app.extensions.get("celery"))
+
+    def celery(self) -> Any:
+        """The Celery app; a clear error when there is none."""
+        found = self.find()
+        if found is None:
+            raise RuntimeError(
+                f"A2A agent {self.agent!r} has A2A_RUNNER=celery but no Celery app: pass "
+                "celery=... to A2A(...) or set app.extensions['celery'] (as Flask's "
+                "documentation's celery_init_app does)")
+        return found
+
+    def prepare(self) -> None:
+        """Import the broker's client now, at start-up: the first send would import it
+        (hundreds of milliseconds) while the worker serves requests."""
+        celery = self.celery()
+        with celery.connection_for_write() as connection:
+            connection.transport  # resolves (imports) the transport, connects nothing
+        celery.amqp  # the message protocol's module
+
+    def _on_worker_init(self, **_: Any) -> None:
+        if self.find() is not None:
+            self.register()
+            self.prepare()
+
+    def register(self) -> None:
+        """Register the worker's task on the Celery app (once)."""
+        celery = self.celery()
+        if self._registered is celery:
+            return
+        self._registered = celery
+        if self.task_name in celery.tasks:
+            return
+        runner = self
+
+        def run(task: Any, order: Dict[str, Any]) -> None:
+            try:
+                runner.run(order)
+            except StoreUnavailable:  # before the run started (after, the run handles it)
+                raise task.retry(countdown=STORE_RETRY_DELAY, max_retries=None)
+
+        celery.task(name=self.task_name, acks_late=True, reject_on_worker_lost=True,
+                    ignore_result=True, shared=False, bind=True)(run)
+
+    # -- web side
+
+    def start(self, run: Run) -> None:
+        """Record the run's task and queue it (the enqueue step of a runner)."""
+        order = queue(run, self.agent)
+        headers: Dict[str, str] = {}
+        if otel.tracer() is not None:
+            otel.inject(headers)
+        order.traceparent = headers.get("traceparent", "")
+        try:
+            self.celery().send_task(self.task_name, args=[order.to_dict()])
+        except Exception:
+            # The task exists; nothing will run it: fail it now rather than leave it queued.
+            log.exception("could not queue task %s on Celery", run.task_id)
+            self.runtime.fail(run.task_id, "The task could not be queued for a worker; "
+                                           "it was not run and can be sent again.")
+            raise
+
+    # -- worker side
+
+    def run(self, data: Any) -> None:
+        """Claim and run one queued run in this worker, in the Flask app context."""
+        order = QueuedRun.from_dict(data)
+        started = time.time()
+        with self.flask_app.app_context(), otel.remote_parent(order.traceparent):
+            done = execute(self.runtime, order, rerun_safe=self.rerun_safe)
+        if done is not None:
+            signals.send(signals.task_run, self.runtime.sender, task_id=order.task_id,
+                         context_id=done.context_id,
+                         queue_wait=max(0.0, started - order.queued_at),
+                         run_time=time.time() - started)
