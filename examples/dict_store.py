@@ -14,20 +14,22 @@ Like the memory store it lives in one process: one gunicorn worker, or tests.
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
-import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from a2a_flask.concurrency import Notifier
 from a2a_flask.protocol.events import Event, LogEntry
 from a2a_flask.stores import TaskStore, register_store
-from a2a_flask.stores.base import (PushTarget, SequenceConflict, TaskPage, TaskQuery,
-                                   TaskRecord, is_behind, select_page)
+from a2a_flask.stores.base import SequenceConflict, TaskPage, TaskQuery, TaskRecord, select_page
+from a2a_flask.stores.coordination import Decision, DictCoordination
+
+T = TypeVar("T")
 
 
-class DictStore(TaskStore):
-    """Tasks, logs, webhooks, claims and leases in dicts; safe across threads and greenlets."""
+class DictStore(DictCoordination, TaskStore):
+    """Tasks and their logs in dicts, safe across threads and greenlets; webhooks,
+    claims and leases as :class:`~a2a_flask.stores.coordination.DictCoordination`
+    keeps them (the memory and shelve stores use it too)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -36,11 +38,9 @@ class DictStore(TaskStore):
         self._records: Dict[str, TaskRecord] = {}
         #: Each task's events in order: the event of sequence number ``n`` is at ``n - 1``.
         self._logs: Dict[str, List[Event]] = {}
-        self._push: Dict[str, Dict[str, PushTarget]] = {}
-        self._claims: Dict[str, Tuple[str, float]] = {}
-        self._leases: Dict[str, Tuple[str, float]] = {}
+        self._reset_coordination()  # DictCoordination's dicts of webhooks, claims, leases
 
-    # ------------------------------------------------------------ the task log
+    # ------------------------------------------------------------ the task log (TaskLog)
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
         with self._lock:
@@ -89,74 +89,27 @@ class DictStore(TaskStore):
                     if record.state.terminal and record.updated_at < updated_before]
             for task_id in gone:
                 del self._records[task_id], self._logs[task_id]
-                self._push.pop(task_id, None)
-                self._leases.pop(task_id, None)
+                self._forget_coordination(task_id)  # its webhooks and lease go too
         return len(gone)
 
-    # ------------------------------------------------------------ push targets
+    # ------------------------------------------------------------ coordination
+    # Webhooks, claims and leases: DictCoordination decides; the store only runs its
+    # decisions under the lock and says where a task's log ends.
 
-    def put_push_target(self, task_id: str, target: PushTarget) -> None:
+    def _coordinate(self, decide: Callable[[], Decision[T]], durable: bool) -> T:
         with self._lock:
-            self._push.setdefault(task_id, {})[target.config.id] = dataclasses.replace(target)
+            changes, result = decide()
+            for change in changes:
+                self._apply_change(change)
+        return result
 
-    def push_targets(self, task_id: str) -> List[PushTarget]:
-        with self._lock:  # copies: the caller may move a cursor on what it holds
-            return [dataclasses.replace(t) for t in self._push.get(task_id, {}).values()]
-
-    def delete_push_config(self, task_id: str, config_id: str) -> None:
+    def _observe(self, look: Callable[[], T]) -> T:
         with self._lock:
-            self._push.get(task_id, {}).pop(config_id, None)
+            return look()
 
-    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
-                             failures: int, gave_up: bool) -> None:
-        with self._lock:
-            target = self._push.get(task_id, {}).get(config_id)
-            if target is not None:  # deleted meanwhile: stays deleted
-                target.delivered_seq, target.failures, target.gave_up = (
-                    delivered_seq, failures, gave_up)
-
-    def push_backlog(self) -> List[str]:
-        with self._lock:
-            return [task_id for task_id, targets in self._push.items()
-                    if task_id in self._records
-                    and any(is_behind(t, self._records[task_id].seq) for t in targets.values())]
-
-    # ------------------------------------------------------------ claims and leases
-
-    def claim(self, key: str, owner: str, ttl: float) -> bool:
-        now = time.time()
-        with self._lock:
-            holder, expires = self._claims.get(key, (owner, 0.0))
-            if holder != owner and expires >= now:
-                return False
-            self._claims[key] = (owner, now + ttl)
-            return True
-
-    def release_claim(self, key: str, owner: str) -> None:
-        with self._lock:
-            if self._claims.get(key, ("",))[0] == owner:
-                del self._claims[key]
-
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        with self._lock:
-            self._leases[task_id] = (owner, time.time() + ttl)
-
-    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
-        expires = time.time() + ttl
-        with self._lock:
-            for task_id in task_ids:
-                if self._leases.get(task_id, ("",))[0] == owner:
-                    self._leases[task_id] = (owner, expires)
-
-    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
-        with self._lock:
-            if owner is None or self._leases.get(task_id, ("",))[0] == owner:
-                self._leases.pop(task_id, None)
-
-    def expired_leases(self) -> List[str]:
-        now = time.time()
-        with self._lock:
-            return [task_id for task_id, (_, expires) in self._leases.items() if expires < now]
+    def _log_seq(self, task_id: str) -> Optional[int]:
+        record = self._records.get(task_id)
+        return None if record is None else record.seq
 
 
 def open_dict_store(url: str, **options: Any) -> DictStore:

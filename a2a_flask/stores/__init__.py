@@ -7,8 +7,8 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, cast
 from urllib.parse import urlsplit
 
-from .base import (LogEntry, SequenceConflict, StoreError, StoreLimits, TaskQuery, TaskRecord,
-                   TaskStore, safe_url)
+from .base import (Coordination, LogEntry, SequenceConflict, StoreError, StoreLimits, TaskLog,
+                   TaskQuery, TaskRecord, TaskStore, safe_url)
 from .memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -21,6 +21,8 @@ __all__ = [
     "store_schemes",
     "StoreFactory",
     "TaskStore",
+    "TaskLog",
+    "Coordination",
     "TaskRecord",
     "TaskQuery",
     "LogEntry",
