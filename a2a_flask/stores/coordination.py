@@ -20,32 +20,28 @@ from __future__ import annotations
 import dataclasses
 import time
 from abc import abstractmethod
-from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 from .base import Coordination, PushTarget, is_behind
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class PutTarget:
+class PutTarget(NamedTuple):
     """A webhook of a task inserted, or replaced by its config's id (keeping its place)."""
 
     task_id: str
     target: PushTarget
 
 
-@dataclass(frozen=True)
-class DropTarget:
+class DropTarget(NamedTuple):
     """A webhook of a task deleted."""
 
     task_id: str
     config_id: str
 
 
-@dataclass(frozen=True)
-class MoveCursor:
+class MoveCursor(NamedTuple):
     """A webhook's delivery cursor moved (a webhook deleted meanwhile stays deleted)."""
 
     task_id: str
@@ -55,8 +51,7 @@ class MoveCursor:
     gave_up: bool
 
 
-@dataclass(frozen=True)
-class TakeClaim:
+class TakeClaim(NamedTuple):
     """A claim taken or renewed by ``owner`` until ``expires`` (a Unix time)."""
 
     key: str
@@ -64,15 +59,13 @@ class TakeClaim:
     expires: float
 
 
-@dataclass(frozen=True)
-class DropClaim:
+class DropClaim(NamedTuple):
     """A claim dropped."""
 
     key: str
 
 
-@dataclass(frozen=True)
-class HoldLeases:
+class HoldLeases(NamedTuple):
     """``owner`` holds the leases of these tasks until ``expires`` (taken or renewed)."""
 
     task_ids: Tuple[str, ...]
@@ -80,8 +73,7 @@ class HoldLeases:
     expires: float
 
 
-@dataclass(frozen=True)
-class DropLease:
+class DropLease(NamedTuple):
     """A task's lease dropped."""
 
     task_id: str
@@ -136,26 +128,34 @@ class DictCoordination(Coordination):
 
     def _apply_change(self, change: Change) -> None:
         """Make ``change`` to the dicts (under the lock)."""
-        if isinstance(change, PutTarget):
-            self._targets.setdefault(change.task_id, {})[change.target.config.id] = change.target
-        elif isinstance(change, DropTarget):
-            self._targets.get(change.task_id, {}).pop(change.config_id, None)
-        elif isinstance(change, MoveCursor):
-            targets = self._targets.get(change.task_id, {})
-            moved = targets.get(change.config_id)
-            if moved is not None:  # replaced, not changed: a caller may hold the old one
-                targets[change.config_id] = dataclasses.replace(
-                    moved, delivered_seq=change.delivered_seq, failures=change.failures,
-                    gave_up=change.gave_up)
-        elif isinstance(change, TakeClaim):
-            self._claims[change.key] = (change.owner, change.expires)
-        elif isinstance(change, DropClaim):
-            self._claims.pop(change.key, None)
-        elif isinstance(change, HoldLeases):
-            for task_id in change.task_ids:
-                self._leases[task_id] = (change.owner, change.expires)
-        else:
-            self._leases.pop(change.task_id, None)
+        _APPLY[type(change)](self, change)
+
+    def _put_target(self, change: PutTarget) -> None:
+        self._targets.setdefault(change.task_id, {})[change.target.config.id] = change.target
+
+    def _drop_target(self, change: DropTarget) -> None:
+        self._targets.get(change.task_id, {}).pop(change.config_id, None)
+
+    def _move_cursor(self, change: MoveCursor) -> None:
+        targets = self._targets.get(change.task_id, {})
+        moved = targets.get(change.config_id)
+        if moved is not None:  # replaced, not changed: a caller may hold the old one
+            targets[change.config_id] = dataclasses.replace(
+                moved, delivered_seq=change.delivered_seq, failures=change.failures,
+                gave_up=change.gave_up)
+
+    def _take_claim(self, change: TakeClaim) -> None:
+        self._claims[change.key] = (change.owner, change.expires)
+
+    def _drop_claim(self, change: DropClaim) -> None:
+        self._claims.pop(change.key, None)
+
+    def _hold_leases(self, change: HoldLeases) -> None:
+        for task_id in change.task_ids:
+            self._leases[task_id] = (change.owner, change.expires)
+
+    def _drop_lease(self, change: DropLease) -> None:
+        self._leases.pop(change.task_id, None)
 
     # ------------------------------------------------------------ push targets
 
@@ -246,3 +246,16 @@ class DictCoordination(Coordination):
         now = time.time()
         return self._observe(lambda: [task_id for task_id, (_, expires) in self._leases.items()
                                       if expires < now])
+
+
+#: How each kind of change is made (a lookup, not a chain of isinstance checks:
+#: leases and claims change on every run).
+_APPLY: Dict[type, Callable[[DictCoordination, Any], None]] = {
+    PutTarget: DictCoordination._put_target,
+    DropTarget: DictCoordination._drop_target,
+    MoveCursor: DictCoordination._move_cursor,
+    TakeClaim: DictCoordination._take_claim,
+    DropClaim: DictCoordination._drop_claim,
+    HoldLeases: DictCoordination._hold_leases,
+    DropLease: DictCoordination._drop_lease,
+}
