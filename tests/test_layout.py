@@ -28,7 +28,7 @@ ALLOWED: Dict[str, Set[str]] = {
     "client": {"dialects", "protocol", "signing", "observe"},
     # Observability sits at the bottom (beside the leaves): every layer may report to it.
     "observe": set(),
-    "testing": {"client", "web", "protocol"},
+    "testing": {"client", "web", "stores", "protocol"},
     # The compatibility paths of 0.1 re-export what moved.
     "models": {"protocol"},
     "errors": {"protocol"},

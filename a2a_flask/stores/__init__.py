@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING, Any, Optional, Tuple, cast
+import re
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, cast
 from urllib.parse import urlsplit
 
-from .base import (LogEntry, SequenceConflict, StoreError, StoreLimits, TaskQuery, TaskRecord,
-                   TaskStore, safe_url)
+from .base import (Coordination, LogEntry, SequenceConflict, StoreError, StoreLimits, TaskLog,
+                   TaskQuery, TaskRecord, TaskStore, safe_url)
 from .memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -16,7 +17,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "open_store",
+    "register_store",
+    "store_schemes",
+    "StoreFactory",
     "TaskStore",
+    "TaskLog",
+    "Coordination",
     "TaskRecord",
     "TaskQuery",
     "LogEntry",
@@ -47,10 +53,49 @@ def __getattr__(name: str) -> Any:
 _FILES = {"sqlite": ("", "-wal", "-shm"), "shelve": (".log", ".lock", ".dat", ".dir", ".bak")}
 
 
+#: What makes a store of a URL: called with the URL and the keyword arguments
+#: ``task_ttl`` (seconds; 0: keep finished tasks) and ``limits`` (:class:`StoreLimits`).
+StoreFactory = Callable[..., TaskStore]
+
+#: The store factory of each registered URL scheme (:func:`register_store`).
+_SCHEMES: Dict[str, StoreFactory] = {}
+
+#: What a scheme may be named (RFC 3986's scheme characters, lower case).
+_SCHEME_NAME = re.compile(r"[a-z][a-z0-9+.-]*\Z")
+
+
+def register_store(scheme: str, factory: StoreFactory) -> None:
+    """Make ``open_store`` (and so ``A2A_STORE``) open URLs of ``scheme`` with ``factory``.
+
+    ``factory(url, *, task_ttl, limits)`` returns a :class:`TaskStore`; it may
+    ignore the keyword arguments it has no use for, and raises
+    :class:`StoreError` for a URL it cannot use.  A URL whose scheme is
+    ``scheme+driver`` (``postgresql+psycopg://``) is opened by the factory of
+    ``scheme`` unless that exact scheme is registered.  Registering a scheme
+    twice raises :class:`StoreError` (two packages claiming one scheme is a
+    mistake to hear about at import, not a silent replacement).
+    """
+    if not isinstance(scheme, str) or not _SCHEME_NAME.match(scheme):
+        raise StoreError(f"a store scheme is a lower-case URL scheme (such as 'dict'), "
+                         f"not {scheme!r}")
+    if not callable(factory):
+        raise StoreError(f"the factory of the {scheme!r} store scheme is not callable: "
+                         f"{factory!r}")
+    if scheme in _SCHEMES:
+        raise StoreError(f"the store scheme {scheme!r} is registered already "
+                         f"(by {_name_of(_SCHEMES[scheme])})")
+    _SCHEMES[scheme] = factory
+
+
+def store_schemes() -> List[str]:
+    """The URL schemes :func:`open_store` knows, sorted."""
+    return sorted(_SCHEMES)
+
+
 def open_store(url: Any, *, task_ttl: float = 0.0,
                limits: Optional[StoreLimits] = None) -> TaskStore:
     """Open the store a URL names: ``memory://``, ``shelve:///path/to/file`` or
-    ``sqlite:///path/to/file.db``.
+    ``sqlite:///path/to/file.db``, or a scheme added with :func:`register_store`.
 
     ``shelve://relative/file`` (and ``sqlite://relative.db``) are taken relative
     to the working directory.  ``redis://host:port/db`` (``rediss://`` for TLS,
@@ -64,35 +109,73 @@ def open_store(url: Any, *, task_ttl: float = 0.0,
     ``limits`` bound the networked stores' calls and pools (defaults:
     :class:`StoreLimits`).  A networked store opens without reaching its server
     (its first call does, and answers "task store unavailable" while it cannot).
-    Raises :class:`StoreError` for an unknown scheme, a path that cannot be used
-    or a missing driver.
+    Raises :class:`StoreError` for an unknown scheme (naming the known ones), a
+    path that cannot be used or a missing driver.
     """
     limits = limits or StoreLimits()
     if not isinstance(url, str):  # an app's SQLAlchemy Engine (A2A(store=db.engine))
         return cast(TaskStore, _sql().SQLStore(url, timeout=limits.timeout))
+    scheme = urlsplit(url).scheme
+    factory = _SCHEMES.get(scheme) or _SCHEMES.get(scheme.split("+", 1)[0])
+    if factory is None:
+        known = ", ".join(f"{name}://" for name in store_schemes())
+        raise StoreError(f"unknown store URL {safe_url(url)!r}; the known schemes are {known} "
+                         "(more with a2a_flask.stores.register_store)")
+    return factory(url, task_ttl=task_ttl, limits=limits)
+
+
+def _name_of(factory: StoreFactory) -> str:
+    return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', factory)}"
+
+
+# ------------------------------------------------------------ the built-in schemes
+
+
+def _open_memory(url: str, **_: Any) -> TaskStore:
+    return MemoryStore()
+
+
+def _file_path(scheme: str, url: str) -> str:
+    """The path of a file store's URL (``scheme://relative`` or ``scheme:///absolute``),
+    checked with :func:`check_path`."""
     parts = urlsplit(url)
-    if parts.scheme == "memory":
-        return MemoryStore()
-    if parts.scheme in ("shelve", "sqlite"):
-        path = parts.netloc + parts.path
-        if not path:
-            raise StoreError(f"{parts.scheme} store URL needs a path: {url!r}")
-        check_path(parts.scheme, path, _FILES[parts.scheme])
-        if parts.scheme == "shelve":
-            from .shelve import ShelveStore
+    path = parts.netloc + parts.path
+    if not path:
+        raise StoreError(f"{parts.scheme} store URL needs a path: {url!r}")
+    check_path(scheme, path, _FILES[scheme])
+    return path
 
-            return ShelveStore(path)
-        from .sqlite import SQLiteStore
 
-        return SQLiteStore(path)
-    if parts.scheme in ("redis", "rediss", "unix"):
-        from .redis import RedisStore
+def _open_shelve(url: str, **_: Any) -> TaskStore:
+    from .shelve import ShelveStore
 
-        return RedisStore(url, task_ttl=task_ttl, limits=limits)
-    if parts.scheme.split("+", 1)[0] in ("postgresql", "postgres", "mysql", "mariadb"):
-        return cast(TaskStore, _sql().open_sql_store(url, limits=limits))
-    raise StoreError(f"unknown store URL {safe_url(url)!r}; use memory://, shelve:///path, "
-                     "sqlite:///path, redis://host:port/db, postgresql://... or mysql://...")
+    return ShelveStore(_file_path("shelve", url))
+
+
+def _open_sqlite(url: str, **_: Any) -> TaskStore:
+    from .sqlite import SQLiteStore
+
+    return SQLiteStore(_file_path("sqlite", url))
+
+
+def _open_redis(url: str, *, task_ttl: float = 0.0, limits: Optional[StoreLimits] = None,
+                **_: Any) -> TaskStore:
+    from .redis import RedisStore
+
+    return RedisStore(url, task_ttl=task_ttl, limits=limits or StoreLimits())
+
+
+def _open_sql(url: str, *, limits: Optional[StoreLimits] = None, **_: Any) -> TaskStore:
+    return cast(TaskStore, _sql().open_sql_store(url, limits=limits or StoreLimits()))
+
+
+for _scheme, _factory in [("memory", _open_memory), ("shelve", _open_shelve),
+                          ("sqlite", _open_sqlite), ("redis", _open_redis),
+                          ("rediss", _open_redis), ("unix", _open_redis),
+                          ("postgresql", _open_sql), ("postgres", _open_sql),
+                          ("mysql", _open_sql), ("mariadb", _open_sql)]:
+    register_store(_scheme, _factory)
+del _scheme, _factory
 
 
 def check_path(scheme: str, path: str, suffixes: Tuple[str, ...]) -> None:

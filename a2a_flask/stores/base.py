@@ -248,8 +248,10 @@ class TaskPage:
     next_page_token: str
 
 
-class TaskStore(ABC):
-    """Persistence for tasks, event logs and push configs (see module docstring)."""
+class TaskLog(ABC):
+    """The task log: each task's snapshot and its event log, appended to under a
+    compare-and-set (see the module docstring).  What readers and writers of
+    tasks need; :class:`Coordination` is what lets workers share the work."""
 
     #: Set by :meth:`close`; background work on a closed store stops.
     closed: bool = False
@@ -326,6 +328,39 @@ class TaskStore(ABC):
         store that cannot enumerate its tasks raises :class:`NotImplementedError`."""
         raise NotImplementedError(f"{type(self).__name__} cannot list every task it holds")
 
+    # -- retention
+
+    @abstractmethod
+    def purge(self, updated_before: str) -> int:
+        """Delete terminal tasks last updated before the timestamp (with logs,
+        push targets and leases); return how many went."""
+
+    def wake(self, task_id: str) -> None:
+        """Wake this process's waiters on a task now (at shutdown, so streams can end).
+
+        The built-in stores keep their wake-ups in a ``_notifier``; another store
+        may override this (a waiter not woken still returns at its timeout).
+        """
+        notifier = getattr(self, "_notifier", None)
+        if notifier is not None:
+            notifier.notify(task_id)
+
+    def prepare(self) -> None:
+        """The store's first-use work (reaching the server, creating tables, moving
+        old keys), run once before its first call by :func:`outages_as_unavailable`;
+        an outage here is the call's outage, and the next call tries again."""
+
+    def close(self) -> None:
+        """Release files and connections."""
+        self.closed = True
+
+
+class Coordination(ABC):
+    """What lets several workers (and hosts) share the work: each task's webhooks
+    with their delivery cursors, claims (one process at a time does a job) and
+    leases (a task whose runner died is noticed).  Stores that keep it in dicts
+    share one implementation (:class:`~.coordination.DictCoordination`)."""
+
     # -- push targets: webhooks and their delivery cursors
 
     @abstractmethod
@@ -378,31 +413,15 @@ class TaskStore(ABC):
     def expired_leases(self) -> List[str]:
         """Tasks whose lease ran out: their runner stopped without releasing it."""
 
-    # -- retention
 
-    @abstractmethod
-    def purge(self, updated_before: str) -> int:
-        """Delete terminal tasks last updated before the timestamp (with logs,
-        push targets and leases); return how many went."""
 
-    def wake(self, task_id: str) -> None:
-        """Wake this process's waiters on a task now (at shutdown, so streams can end).
+class TaskStore(TaskLog, Coordination):
+    """A store: the task log and coordination, together (what the engine is given).
 
-        The built-in stores keep their wake-ups in a ``_notifier``; another store
-        may override this (a waiter not woken still returns at its timeout).
-        """
-        notifier = getattr(self, "_notifier", None)
-        if notifier is not None:
-            notifier.notify(task_id)
-
-    def prepare(self) -> None:
-        """The store's first-use work (reaching the server, creating tables, moving
-        old keys), run once before its first call by :func:`outages_as_unavailable`;
-        an outage here is the call's outage, and the next call tries again."""
-
-    def close(self) -> None:
-        """Release files and connections."""
-        self.closed = True
+    Subclass it (or :class:`TaskLog` and a :class:`Coordination` such as
+    :class:`~.coordination.DictCoordination`, then this) for a new store, and
+    register its URL scheme with :func:`a2a_flask.stores.register_store`.
+    """
 
 
 # ----------------------------------------------------------- outages

@@ -13,34 +13,34 @@ task, whose log nobody reads).  Until then its readers read objects.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import threading
-import time
-from typing import Deque, Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar, Union
 
 from ..concurrency import Notifier
 from ..protocol.models import TaskState
 from .base import (
     Event,
     LogEntry,
-    PushTarget,
     SequenceConflict,
     TaskPage,
     TaskQuery,
     TaskRecord,
     TaskStore,
-    is_behind,
     select_page,
 )
+from .coordination import Decision, DictCoordination
 from .frozen import FrozenLog, FrozenRecord, freeze_log, thaw_log
+
+T = TypeVar("T")
 
 #: Tasks with longer logs stay objects: freezing is one step that does not yield
 #: (about 10 ms for this many events).
 FREEZE_MAX_EVENTS = 10_000
 
 
-class MemoryStore(TaskStore):
-    """Tasks and logs in dicts, guarded by one lock, with in-process wake-ups."""
+class MemoryStore(DictCoordination, TaskStore):
+    """Tasks and logs in dicts, guarded by one lock, with in-process wake-ups; webhooks,
+    claims and leases as :class:`~.coordination.DictCoordination` keeps them."""
 
     #: Finished tasks whose logs nobody has read to the end that stay objects
     #: (the latest to end): a stream that lags a little still reads objects.
@@ -59,9 +59,7 @@ class MemoryStore(TaskStore):
         self._finished: Deque[str] = collections.deque()
         #: Finished tasks that stay objects: too long, or holding what marshal cannot copy.
         self._unfrozen: Set[str] = set()
-        self._push: Dict[str, Dict[str, PushTarget]] = {}
-        self._leases: Dict[str, Tuple[str, float]] = {}
-        self._claims: Dict[str, Tuple[str, float]] = {}
+        self._reset_coordination()
         self._lock = threading.Lock()
         self._notifier = Notifier()
 
@@ -154,61 +152,22 @@ class MemoryStore(TaskStore):
     def task_ids(self) -> List[str]:
         return list(self._records)
 
-    def put_push_target(self, task_id: str, target: PushTarget) -> None:
+    # -- coordination: DictCoordination's, over these dicts under the store's lock
+
+    def _coordinate(self, decide: Callable[[], Decision[T]], durable: bool) -> T:
         with self._lock:
-            self._push.setdefault(task_id, {})[target.config.id] = target
+            changes, result = decide()
+            for change in changes:
+                self._apply_change(change)
+        return result
 
-    def push_targets(self, task_id: str) -> List[PushTarget]:
-        return list(self._push.get(task_id, {}).values())
-
-    def delete_push_config(self, task_id: str, config_id: str) -> None:
+    def _observe(self, look: Callable[[], T]) -> T:
         with self._lock:
-            self._push.get(task_id, {}).pop(config_id, None)
+            return look()
 
-    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
-                             failures: int, gave_up: bool) -> None:
-        with self._lock:
-            targets = self._push.get(task_id, {})
-            if config_id in targets:
-                targets[config_id] = dataclasses.replace(
-                    targets[config_id], delivered_seq=delivered_seq, failures=failures,
-                    gave_up=gave_up)
-
-    def push_backlog(self) -> List[str]:
-        return [task_id for task_id, targets in list(self._push.items())
-                if task_id in self._records and any(
-                    is_behind(t, self._records[task_id].seq) for t in list(targets.values()))]
-
-    def claim(self, key: str, owner: str, ttl: float) -> bool:
-        now = time.time()
-        with self._lock:
-            holder, expires = self._claims.get(key, (owner, 0.0))
-            if holder != owner and expires >= now:
-                return False
-            self._claims[key] = (owner, now + ttl)
-            return True
-
-    def release_claim(self, key: str, owner: str) -> None:
-        with self._lock:
-            if self._claims.get(key, (None,))[0] == owner:
-                del self._claims[key]
-
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        self._leases[task_id] = (owner, time.time() + ttl)
-
-    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
-        expires = time.time() + ttl
-        for task_id in task_ids:
-            if self._leases.get(task_id, (None,))[0] == owner:
-                self._leases[task_id] = (owner, expires)
-
-    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
-        if owner is None or self._leases.get(task_id, (None,))[0] == owner:
-            self._leases.pop(task_id, None)
-
-    def expired_leases(self) -> List[str]:
-        now = time.time()
-        return [task_id for task_id, (_, expires) in list(self._leases.items()) if expires < now]
+    def _log_seq(self, task_id: str) -> Optional[int]:
+        record = self._records.get(task_id)
+        return None if record is None else record.seq
 
     def purge(self, updated_before: str) -> int:
         with self._lock:
@@ -218,6 +177,5 @@ class MemoryStore(TaskStore):
                 del self._records[task_id]
                 self._logs.pop(task_id, None)
                 self._unfrozen.discard(task_id)
-                self._push.pop(task_id, None)
-                self._leases.pop(task_id, None)
+                self._forget_coordination(task_id)
         return len(gone)

@@ -1,7 +1,7 @@
 """A store in a local file: survives restarts and SIGKILL, shared by the workers of one host.
 
 The file is an append-only log of checksummed JSON records
-(:mod:`~a2a_flask.stores.recordlog`): a task's creation or append is one
+(:mod:`~a2a_flask.stores.recordlog`; their kinds are :class:`Kind`): a task's creation or append is one
 record holding its new events (each the JSON text of its StreamResponse, a
 string inside the record, which a 1.0 stream sends as it is), and its new snapshot when
 :func:`~.base.snapshot_due` says so (counting the bytes logged since the last
@@ -32,7 +32,6 @@ opened, and their files renamed with a ``.migrated`` suffix.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import dbm.dumb
 import itertools
 import json
@@ -59,11 +58,12 @@ from .base import (
     decode_page_token,
     encode_page_token,
     fold,
-    is_behind,
     kept_history,
     outages_as_unavailable,
     snapshot_due,
 )
+from .coordination import (Change, Decision, DictCoordination, DropClaim, DropLease,
+                           DropTarget, HoldLeases, MoveCursor, PutTarget, TakeClaim)
 from .recordlog import Flusher, LockTimeout, RecordLog, Rewrite
 from .serial import dump_event, dumps, encoded_entries, load_event
 
@@ -85,6 +85,53 @@ COMPACT_BATCH = 1000
 COMPACT_BATCH_BYTES = 4 << 20
 #: Suffixes of the files of the earlier ``dbm.dumb`` format.
 OLD_SUFFIXES = (".dir", ".dat", ".bak")
+
+
+class Kind:
+    """The kinds of record in the log: each record is a JSON object whose ``"k"``
+    names its kind (the codes are what the files hold; they never change).
+
+    ====  ================  =====================================================
+    code  constant          what the record says
+    ====  ================  =====================================================
+    t     TASK              A task's new events ``ev`` ([seq, StreamResponse
+                            JSON text] pairs) up to ``seq``, with what the index
+                            keeps (``cx`` context, ``st`` state, ``up`` updated
+                            at, ``hl`` history length); with ``meta`` (tenant,
+                            owner, dialect, created at) it creates the task (or,
+                            written by a compaction, heads it); with ``task`` it
+                            also holds the snapshot after them.
+    s     SNAPSHOT          A task's snapshot ``task`` at sequence number
+                            ``ss``, alone (written by compactions).
+    p     PUSH              A webhook of task ``id`` put (inserted or replaced by
+                            its config's id): config ``cfg``, dialect ``d``, owner
+                            ``o``, delivery cursor ``ds``, failures ``f``, gave up
+                            ``g``.
+    pd    PUSH_DELETED      Webhook ``c`` of task ``id`` deleted.
+    pp    PUSH_PROGRESS     Webhook ``c`` of task ``id`` moved its cursor to
+                            ``ds`` (``f`` failures in a row, ``g`` gave up).
+    c     CLAIM             Claim ``key`` taken or renewed by owner ``o`` until
+                            ``x`` (a Unix time).
+    cu    CLAIM_RELEASED    Claim ``key`` dropped.
+    l     LEASE             Owner ``o`` holds the leases of tasks ``ids`` until
+                            ``x`` (taken or renewed).
+    lu    LEASE_RELEASED    The lease of task ``id`` dropped.
+    x     PURGED            Tasks ``ids`` deleted, with their webhooks and leases.
+    ====  ================  =====================================================
+
+    A reader ignores a kind it does not know.
+    """
+
+    TASK = "t"
+    SNAPSHOT = "s"
+    PUSH = "p"
+    PUSH_DELETED = "pd"
+    PUSH_PROGRESS = "pp"
+    CLAIM = "c"
+    CLAIM_RELEASED = "cu"
+    LEASE = "l"
+    LEASE_RELEASED = "lu"
+    PURGED = "x"
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 T = TypeVar("T")
@@ -138,7 +185,7 @@ def _named(path: str, exc: OSError) -> OSError:
 # OSError: the write lock timed out (recordlog.LockTimeout), or the files are gone or
 # unwritable (disk full).
 @outages_as_unavailable((OSError,))
-class ShelveStore(TaskStore):
+class ShelveStore(DictCoordination, TaskStore):
     """See the module docstring.  ``path`` names the store: its log is ``path + ".log"``."""
 
     def __init__(self, path: str) -> None:
@@ -164,9 +211,7 @@ class ShelveStore(TaskStore):
         self._tasks: Dict[str, _Task] = {}
         #: Per (tenant, owner): (updated_at, task id) ascending, for ListTasks.
         self._order: Dict[Tuple[str, str], List[Tuple[str, str]]] = {}
-        self._targets: Dict[str, Dict[str, PushTarget]] = {}
-        self._leases: Dict[str, Tuple[str, float]] = {}
-        self._claims: Dict[str, Tuple[str, float]] = {}
+        self._reset_coordination()
 
     def _catch_up(self) -> None:
         """Apply the records other processes appended (call under ``self._lock``)."""
@@ -182,33 +227,16 @@ class ShelveStore(TaskStore):
 
     def _apply(self, rec: Dict[str, Any], ref: Ref) -> None:
         kind = rec["k"]
-        if kind == "t":
+        if kind == Kind.TASK:
             self._apply_task(rec, ref)
-        elif kind == "s":
+        elif kind == Kind.SNAPSHOT:
             entry = self._tasks.get(rec["id"])
             if entry is not None:  # (else a snapshot of a task purged meanwhile)
                 entry.snapshot, entry.snap_seq, entry.snap_alone = ref, rec["ss"], True
                 entry.log_bytes = 0
-        elif kind == "p":
-            target = PushTarget(decode(TaskPushNotificationConfig, rec["cfg"]), rec["d"], rec["o"],
-                                rec["ds"], rec["f"], rec["g"])
-            self._targets.setdefault(rec["id"], {})[target.config.id] = target
-        elif kind == "pd":
-            self._targets.get(rec["id"], {}).pop(rec["c"], None)
-        elif kind == "pp":
-            moved = self._targets.get(rec["id"], {}).get(rec["c"])
-            if moved is not None:
-                moved.delivered_seq, moved.failures, moved.gave_up = rec["ds"], rec["f"], rec["g"]
-        elif kind == "c":
-            self._claims[rec["key"]] = (rec["o"], rec["x"])
-        elif kind == "cu":
-            self._claims.pop(rec["key"], None)
-        elif kind == "l":
-            for task_id in rec["ids"]:
-                self._leases[task_id] = (rec["o"], rec["x"])
-        elif kind == "lu":
-            self._leases.pop(rec["id"], None)
-        elif kind == "x":
+        elif kind in _CHANGES:
+            self._apply_change(_change_of(rec))
+        elif kind == Kind.PURGED:
             for task_id in rec["ids"]:
                 self._forget(task_id)
 
@@ -249,8 +277,7 @@ class ShelveStore(TaskStore):
         entry = self._tasks.pop(task_id, None)
         if entry is not None:
             self._unorder(task_id, entry)
-        self._targets.pop(task_id, None)
-        self._leases.pop(task_id, None)
+        self._forget_coordination(task_id)
 
     # ------------------------------------------------------------ plumbing
 
@@ -422,93 +449,27 @@ class ShelveStore(TaskStore):
         found = [self._snapshot_of(task_id) for task_id in page]
         return [f for f in found if f is not None], total, more
 
-    # ------------------------------------------------------------ push targets
+    # ------------------------------------------------------------ coordination
 
-    def put_push_target(self, task_id: str, target: PushTarget) -> None:
-        rec = {"k": "p", "id": task_id, "cfg": encode(target.config), "d": target.dialect,
-               "o": target.owner, "ds": target.delivered_seq, "f": target.failures,
-               "g": target.gave_up}
-        self._write(lambda: ([rec], None))
+    # DictCoordination's, over the index's dicts: each change is written to the log as
+    # a record (every process applies it as it catches up), then applied here.
 
-    def push_targets(self, task_id: str) -> List[PushTarget]:
-        # Copies: the delivery code moves its cursor on the object it holds.
-        return self._read(lambda: [dataclasses.replace(t)
-                                   for t in self._targets.get(task_id, {}).values()])
+    def _coordinate(self, decide: Callable[[], Decision[T]], durable: bool) -> T:
+        def build() -> Tuple[List[Dict[str, Any]], T]:
+            changes, result = decide()
+            return [_record_of(change) for change in changes], result
 
-    def delete_push_config(self, task_id: str, config_id: str) -> None:
-        def build() -> Tuple[List[Dict[str, Any]], None]:
-            if config_id not in self._targets.get(task_id, {}):
-                return [], None
-            return [{"k": "pd", "id": task_id, "c": config_id}], None
+        # Not durable (leases, claims, cursors): they expire by themselves or cost
+        # one push sent again, so losing the last ones to a power cut is harmless.
+        found: T = self._write(build, sync=durable)
+        return found
 
-        self._write(build)
+    def _observe(self, look: Callable[[], T]) -> T:
+        return self._read(look)
 
-    def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
-                             failures: int, gave_up: bool) -> None:
-        def build() -> Tuple[List[Dict[str, Any]], None]:
-            if config_id not in self._targets.get(task_id, {}):
-                return [], None  # deleted meanwhile: stays deleted
-            return [{"k": "pp", "id": task_id, "c": config_id, "ds": delivered_seq,
-                     "f": failures, "g": gave_up}], None
-
-        # Losing the last cursor move to a power cut means one push is sent again (at least once).
-        self._write(build, sync=False)
-
-    def push_backlog(self) -> List[str]:
-        def behind() -> List[str]:
-            return [task_id for task_id, targets in self._targets.items()
-                    if task_id in self._tasks
-                    and any(is_behind(t, self._tasks[task_id].seq) for t in targets.values())]
-
-        return self._read(behind)
-
-    # ------------------------------------------------------------ claims and leases
-
-    def claim(self, key: str, owner: str, ttl: float) -> bool:
-        def build() -> Tuple[List[Dict[str, Any]], bool]:
-            now = time.time()
-            holder, expires = self._claims.get(key, (owner, 0.0))
-            if holder != owner and expires >= now:
-                return [], False
-            return [{"k": "c", "key": key, "o": owner, "x": now + ttl}], True
-
-        return bool(self._write(build, sync=False))
-
-    def release_claim(self, key: str, owner: str) -> None:
-        def build() -> Tuple[List[Dict[str, Any]], None]:
-            if self._claims.get(key, ("",))[0] != owner:
-                return [], None
-            return [{"k": "cu", "key": key}], None
-
-        self._write(build, sync=False)
-
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        rec = {"k": "l", "ids": [task_id], "o": owner, "x": time.time() + ttl}
-        self._write(lambda: ([rec], None), sync=False)
-
-    def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
-        def build() -> Tuple[List[Dict[str, Any]], None]:
-            held = [t for t in task_ids if self._leases.get(t, ("",))[0] == owner]
-            if not held:
-                return [], None
-            return [{"k": "l", "ids": held, "o": owner, "x": time.time() + ttl}], None
-
-        if task_ids:
-            self._write(build, sync=False)
-
-    def release_lease(self, task_id: str, owner: Optional[str]) -> None:
-        def build() -> Tuple[List[Dict[str, Any]], None]:
-            lease = self._leases.get(task_id)
-            if lease is None or (owner is not None and lease[0] != owner):
-                return [], None
-            return [{"k": "lu", "id": task_id}], None
-
-        self._write(build, sync=False)
-
-    def expired_leases(self) -> List[str]:
-        now = time.time()
-        return self._read(lambda: [task_id for task_id, (_, expires) in self._leases.items()
-                                   if expires < now])
+    def _log_seq(self, task_id: str) -> Optional[int]:
+        entry = self._tasks.get(task_id)
+        return None if entry is None else entry.seq
 
     # ------------------------------------------------------------ retention
 
@@ -516,7 +477,7 @@ class ShelveStore(TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], int]:
             gone = [task_id for task_id, entry in self._tasks.items()
                     if entry.state in _TERMINAL and entry.updated_at < updated_before]
-            return ([{"k": "x", "ids": gone}] if gone else []), len(gone)
+            return ([{"k": Kind.PURGED, "ids": gone}] if gone else []), len(gone)
 
         count: int = self._write(build)
         return count
@@ -531,15 +492,13 @@ class ShelveStore(TaskStore):
                 placed.append((entry, self._rewrite_task(new, task_id, entry)))
                 if count % YIELD_EVERY == 0:
                     cooperate()
-            for task_id, targets in self._targets.items():
-                for t in targets.values():
-                    new.add(dumps({"k": "p", "id": task_id, "cfg": encode(t.config),
-                                   "d": t.dialect, "o": t.owner, "ds": t.delivered_seq,
-                                   "f": t.failures, "g": t.gave_up}).encode())
-            for key, (owner, expires) in claims.items():
-                new.add(dumps({"k": "c", "key": key, "o": owner, "x": expires}).encode())
-            for task_id, (owner, expires) in self._leases.items():
-                new.add(dumps({"k": "l", "ids": [task_id], "o": owner, "x": expires}).encode())
+            live: List[Change] = [PutTarget(task_id, t) for task_id, targets in self._targets.items()
+                                  for t in targets.values()]
+            live += [TakeClaim(key, owner, expires) for key, (owner, expires) in claims.items()]
+            live += [HoldLeases((task_id,), owner, expires)
+                     for task_id, (owner, expires) in self._leases.items()]
+            for change in live:
+                new.add(dumps(_record_of(change)).encode())
         # The new file is in place: point the index at it (what a process reading it
         # from the start would build, without reading it).
         for entry, (snapshot, lasts, refs) in placed:
@@ -554,7 +513,7 @@ class ShelveStore(TaskStore):
         """Write one task's live records to ``new``: a head (what the index keeps on
         it), its snapshot, then its events in order, copying as they are the records
         that need no merging.  Where they went, for the index."""
-        fields: Dict[str, Any] = {"k": "t", "id": task_id, "seq": entry.seq,
+        fields: Dict[str, Any] = {"k": Kind.TASK, "id": task_id, "seq": entry.seq,
                                   "cx": entry.context_id, "st": entry.state,
                                   "up": entry.updated_at}
         if entry.history_len is not None:
@@ -566,7 +525,7 @@ class ShelveStore(TaskStore):
         # A snapshot that shares its record with events is decoded once, for both.
         shared = None if entry.snap_alone else json.loads(snapshot)
         if shared is not None:
-            snapshot = dumps({"k": "s", "id": task_id, "ss": entry.snap_seq,
+            snapshot = dumps({"k": Kind.SNAPSHOT, "id": task_id, "ss": entry.snap_seq,
                               "task": shared["task"]}).encode()
         snapshot_ref = new.add(snapshot)
         lasts: List[int] = []
@@ -672,7 +631,7 @@ def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
     """A task's events (numbered), what the index keeps on it and, with ``snapshot``,
     the task itself, as ``record`` leaves them: one record, so all there or not at all."""
     outline = record.outline
-    rec = {"k": "t", "id": outline.id, "seq": record.seq, "ev": events,
+    rec = {"k": Kind.TASK, "id": outline.id, "seq": record.seq, "ev": events,
            "cx": outline.context_id, "st": outline.status.state.value,
            "up": outline.status.timestamp or created_at, "hl": len(outline.history)}
     if snapshot:
@@ -697,12 +656,55 @@ def _read_old_shelf(path: str) -> List[Dict[str, Any]]:
                 records.append(rec)
             elif key.startswith("l:"):
                 owner, expires = shelf[key]  # type: Tuple[str, float]
-                records.append({"k": "l", "ids": [key[2:]], "o": owner, "x": expires})
+                records.append(_record_of(HoldLeases((key[2:],), owner, expires)))
         for key in list(shelf.keys()):
             if key.startswith("p:"):
                 targets: Dict[str, PushTarget] = shelf[key]
                 for t in targets.values():
-                    records.append({"k": "p", "id": key[2:], "cfg": encode(t.config),
-                                    "d": t.dialect, "o": t.owner, "ds": t.delivered_seq,
-                                    "f": t.failures, "g": t.gave_up})
+                    records.append(_record_of(PutTarget(key[2:], t)))
     return records
+
+
+#: The record kinds that hold a coordination change.
+_CHANGES = frozenset({Kind.PUSH, Kind.PUSH_DELETED, Kind.PUSH_PROGRESS, Kind.CLAIM,
+                      Kind.CLAIM_RELEASED, Kind.LEASE, Kind.LEASE_RELEASED})
+
+
+def _record_of(change: Change) -> Dict[str, Any]:
+    """The log record of a coordination change (see :class:`Kind` for the fields)."""
+    if isinstance(change, PutTarget):
+        t = change.target
+        return {"k": Kind.PUSH, "id": change.task_id, "cfg": encode(t.config), "d": t.dialect,
+                "o": t.owner, "ds": t.delivered_seq, "f": t.failures, "g": t.gave_up}
+    if isinstance(change, DropTarget):
+        return {"k": Kind.PUSH_DELETED, "id": change.task_id, "c": change.config_id}
+    if isinstance(change, MoveCursor):
+        return {"k": Kind.PUSH_PROGRESS, "id": change.task_id, "c": change.config_id,
+                "ds": change.delivered_seq, "f": change.failures, "g": change.gave_up}
+    if isinstance(change, TakeClaim):
+        return {"k": Kind.CLAIM, "key": change.key, "o": change.owner, "x": change.expires}
+    if isinstance(change, DropClaim):
+        return {"k": Kind.CLAIM_RELEASED, "key": change.key}
+    if isinstance(change, HoldLeases):
+        return {"k": Kind.LEASE, "ids": list(change.task_ids), "o": change.owner,
+                "x": change.expires}
+    return {"k": Kind.LEASE_RELEASED, "id": change.task_id}
+
+
+def _change_of(rec: Dict[str, Any]) -> Change:
+    """The coordination change a log record holds (its kind is in :data:`_CHANGES`)."""
+    kind = rec["k"]
+    if kind == Kind.PUSH:
+        return PutTarget(rec["id"], PushTarget(decode(TaskPushNotificationConfig, rec["cfg"]),
+                                               rec["d"], rec["o"], rec["ds"], rec["f"], rec["g"]))
+    if kind == Kind.PUSH_DELETED:
+        return DropTarget(rec["id"], rec["c"])
+    if kind == Kind.PUSH_PROGRESS:
+        return MoveCursor(rec["id"], rec["c"], rec["ds"], rec["f"], rec["g"])
+    if kind == Kind.CLAIM:
+        return TakeClaim(rec["key"], rec["o"], rec["x"])
+    if kind == Kind.CLAIM_RELEASED:
+        return DropClaim(rec["key"])
+    if kind == Kind.LEASE:
+        return HoldLeases(tuple(rec["ids"]), rec["o"], rec["x"])
+    return DropLease(rec["id"])

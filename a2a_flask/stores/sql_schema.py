@@ -1,5 +1,7 @@
 """The tables of the SQL store (SQLAlchemy Core), for ``create_all`` or the app's migrations.
 
+They are built from :mod:`.schema`, the description SQLite's DDL is made from too.
+
 Every table is prefixed ``a2a_`` so it sits beside the app's own tables.  An
 app that manages its schema with Alembic adds :data:`metadata` to its
 ``target_metadata`` (``target_metadata = [db.metadata, a2a_metadata]``) and
@@ -13,14 +15,15 @@ the same order as on the other stores.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import mysql
 
-#: The longest id the server accepts (see ``engine.service.MAX_ID_LENGTH``).
-_ID = 256
+from . import schema as layout
 
+#: Every table's name starts with this, to sit beside the app's own tables.
+PREFIX = "a2a_"
 
 def _key(length: int) -> Any:
     """A short text column compared byte for byte."""
@@ -34,57 +37,40 @@ def _body() -> Any:
     return sa.Text().with_variant(mysql.LONGTEXT(charset="utf8mb4"), "mysql", "mariadb")
 
 
+def _type(column: layout.Column) -> Any:
+    """The SQLAlchemy type of a column of :mod:`.schema`."""
+    if column.kind == "key":
+        return _key(column.length)
+    if column.kind == "text":
+        return sa.String(column.length)
+    if column.kind == "body":
+        return _body()
+    return {"int": sa.Integer, "real": sa.Float(precision=53), "bool": sa.Boolean}[column.kind]
+
+
+def _table(meta: sa.MetaData, table: layout.Table, *extra: Any) -> sa.Table:
+    """``table`` of :mod:`.schema` as SQLAlchemy's, named ``a2a_`` + its name."""
+    columns = []
+    for column in table.columns:
+        if column.primary:  # (never null); an integer in a key is a number we choose, not a counter
+            options: Dict[str, Any] = {"primary_key": True}
+            if column.kind == "int":
+                options["autoincrement"] = False
+        else:
+            options = {"nullable": column.nullable}
+        columns.append(sa.Column(column.name, _type(column), **options))
+    return sa.Table(PREFIX + table.name, meta, *columns, *extra)
+
+
 def make_metadata(schema: Optional[str] = None) -> sa.MetaData:
     """The store's tables, in ``schema`` (PostgreSQL schema / MySQL database) if given."""
     meta = sa.MetaData(schema=schema)
-    sa.Table(
-        "a2a_tasks", meta,
-        sa.Column("id", _key(_ID), primary_key=True),
-        sa.Column("tenant", _key(255), nullable=False),
-        sa.Column("owner", _key(255), nullable=False),
-        sa.Column("dialect", sa.String(16), nullable=False),
-        sa.Column("context_id", _key(_ID), nullable=False),
-        sa.Column("state", sa.String(32), nullable=False),
-        sa.Column("created_at", _key(32), nullable=False),
-        sa.Column("updated_at", _key(32), nullable=False),
-        # The log's last sequence number: the compare-and-set of every append.
-        sa.Column("seq", sa.Integer, nullable=False),
-        # The snapshot is the task as of snap_seq; later events are folded in on load.
-        sa.Column("snap_seq", sa.Integer, nullable=False),
-        # How many history entries the latest snapshot keeps (the runtime trims the front).
-        sa.Column("history_len", sa.Integer, nullable=False),
-        sa.Column("snapshot", _body(), nullable=False),
-        sa.Index("a2a_tasks_by_update", "tenant", "owner", "updated_at", "id",
-                 mysql_length={"tenant": 191, "owner": 191}),
-    )
-    sa.Table(
-        "a2a_events", meta,
-        sa.Column("task_id", _key(_ID), primary_key=True),
-        sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
-        sa.Column("event", _body(), nullable=False),
-    )
-    sa.Table(
-        "a2a_leases", meta,
-        sa.Column("task_id", _key(_ID), primary_key=True),
-        sa.Column("owner", _key(255), nullable=False),
-        sa.Column("expires", sa.Float(precision=53), nullable=False),
-    )
-    sa.Table(
-        "a2a_push_targets", meta,
-        sa.Column("task_id", _key(_ID), primary_key=True),
-        sa.Column("id", _key(_ID), primary_key=True),
-        sa.Column("position", sa.Integer, nullable=False),
-        sa.Column("target", _body(), nullable=False),
-        sa.Column("delivered_seq", sa.Integer, nullable=False),
-        sa.Column("failures", sa.Integer, nullable=False),
-        sa.Column("gave_up", sa.Boolean, nullable=False),
-    )
-    sa.Table(
-        "a2a_claims", meta,
-        sa.Column("key", _key(_ID + 64), primary_key=True),
-        sa.Column("owner", _key(255), nullable=False),
-        sa.Column("expires", sa.Float(precision=53), nullable=False),
-    )
+    index = layout.TASKS_BY_UPDATE
+    _table(meta, layout.SQL_TASKS,
+           sa.Index(PREFIX + index.name, *index.columns,
+                    mysql_length={"tenant": 191, "owner": 191}))
+    for table in layout.SHARED_TABLES:
+        _table(meta, table)
     return meta
 
 

@@ -45,76 +45,26 @@ from .base import (
     report_outage,
     snapshot_due,
 )
+from .schema import (SHARED_TABLES, SQLITE_SIZES, SQLITE_SNAPSHOTS, SQLITE_TASKS, TASKS_BY_UPDATE,
+                     sqlite_column, sqlite_index, sqlite_table)
 from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
                      load_target, load_task)
 
 #: How often a waiter looks for commits made by other processes (seconds).
 POLL_INTERVAL = 0.02
 
-#: Columns of the tasks table added after 0.2, for :func:`~.base.snapshot_due`
-#: counting bytes: the stored snapshot's length, the length of the events logged
-#: since it, and the history's length as the runtime trimmed it (NULL: untrimmed,
-#: as in a row written before, whose snapshot was stored with every such change).
-SIZE_COLUMNS = ("snap_bytes INTEGER NOT NULL DEFAULT 0",
-                "log_bytes INTEGER NOT NULL DEFAULT 0",
-                "history_len INTEGER")
+#: The task columns added to files of 0.2 (:data:`~.schema.SQLITE_SIZES`), as
+#: ``ALTER TABLE ... ADD COLUMN`` takes them.
+SIZE_COLUMNS = tuple(sqlite_column(column) for column in SQLITE_SIZES)
 
 #: The tasks table (``{name}``: the migration builds it under another name first).
-#: The snapshot lives in a table of its own: SQLite rewrites a whole row on any
-#: update, and a task's row changes with every append while its snapshot (as
-#: long as the task's streamed artifacts) changes only now and then.
-TASKS_TABLE = """
-CREATE TABLE IF NOT EXISTS {name} (
-    id TEXT PRIMARY KEY,
-    tenant TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    dialect TEXT NOT NULL,
-    context_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    snap_seq INTEGER NOT NULL,
-    """ + ",\n    ".join(SIZE_COLUMNS) + """
-);
-"""
+#: The tables are described in :mod:`.schema`, shared with the SQL store.
+TASKS_TABLE = "\n" + sqlite_table(SQLITE_TASKS, "{name}")
 
-TASKS_INDEX = """
-CREATE INDEX IF NOT EXISTS tasks_by_update ON tasks (tenant, owner, updated_at DESC, id DESC);
-"""
+TASKS_INDEX = "\n" + sqlite_index(TASKS_BY_UPDATE)
 
-SCHEMA = TASKS_TABLE.format(name="tasks") + TASKS_INDEX + """
-CREATE TABLE IF NOT EXISTS snapshots (
-    task_id TEXT PRIMARY KEY,
-    snapshot TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS events (
-    task_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    event TEXT NOT NULL,
-    PRIMARY KEY (task_id, seq)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS leases (
-    task_id TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    expires REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS push_targets (
-    task_id TEXT NOT NULL,
-    id TEXT NOT NULL,
-    position INTEGER NOT NULL,
-    target TEXT NOT NULL,
-    delivered_seq INTEGER NOT NULL,
-    failures INTEGER NOT NULL,
-    gave_up INTEGER NOT NULL,
-    PRIMARY KEY (task_id, id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS claims (
-    key TEXT PRIMARY KEY,
-    owner TEXT NOT NULL,
-    expires REAL NOT NULL
-) WITHOUT ROWID;
-"""
+SCHEMA = (TASKS_TABLE.format(name="tasks") + TASKS_INDEX + "\n"
+          + "".join(sqlite_table(table) for table in (SQLITE_SNAPSHOTS, *SHARED_TABLES)))
 
 
 # Every OperationalError is the environment's doing (locked past the timeout, disk

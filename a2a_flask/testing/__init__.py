@@ -29,10 +29,10 @@ from requests.adapters import BaseAdapter
 from requests.structures import CaseInsensitiveDict
 from requests.utils import get_encoding_from_headers
 
-from .client import A2AClient
-from .client.card import read_card
-from .client.client import parse_state
-from .protocol.models import TaskState, Task
+from ..client import A2AClient
+from ..client.card import read_card
+from ..client.client import parse_state
+from ..protocol.models import TaskState, Task
 
 BASE_URL = "http://localhost"
 
