@@ -179,6 +179,9 @@ MAX_BLOCKING_TIME = 0.1
 #: Paths in a blocked stack that make the report ours: the package, the test and
 #: example apps.  See :func:`blocked_in_our_code`.
 OUR_CODE = ("/a2a_flask/", "/tests/", "/examples/", "/bench/")
+#: Where gevent's sockets call their non-blocking OS socket (the innermost frame of
+#: a report taken while the worker was not scheduled).  See :func:`blocked_in_our_code`.
+NON_BLOCKING_SOCKET_CALLS = ("gevent/_socketcommon.py", "gevent/_socket3.py")
 
 
 def blocked_reports(log_text: str) -> List[str]:
@@ -202,12 +205,19 @@ def blocked_in_our_code(report: str) -> bool:
     Loading the app (imports, ``init_app``) happens before the worker takes its
     first connection, so it keeps no caller waiting: a stack in gunicorn's
     ``load_wsgi`` does not count.
+
+    The same holds when the innermost frame is a call on a gevent socket's own
+    non-blocking OS socket (``self._sock.recv``): that call returns at once, so a
+    report stopped there caught a worker that was not scheduled, not one that
+    kept the hub.
     """
     stack = report.split("Blocked Stack", 1)[-1]
     if "in load_wsgi" in stack:
         return False
-    return any(part in line for line in stack.splitlines() if line.strip().startswith("File")
-               for part in OUR_CODE)
+    files = [line for line in stack.splitlines() if line.strip().startswith("File")]
+    if files and any(name in files[-1] for name in NON_BLOCKING_SOCKET_CALLS):
+        return False
+    return any(part in line for line in files for part in OUR_CODE)
 
 
 class Server:

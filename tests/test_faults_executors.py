@@ -146,6 +146,15 @@ def test_only_a_blocked_stack_through_our_code_fails_a_test():
                "line 150, in load_wsgi\n    self.wsgi = self.app.wsgi()\n"
                '  File "/src/a2a_flask/web/extension.py", line 202, in init_app\n'
                "    app.register_blueprint(self._blueprint(state))\n")
+    # Ours down to a gevent socket's call on its non-blocking OS socket, which returns
+    # at once: the worker was not scheduled (CI saw one in a Redis pool's can_read).
+    descheduled = ("Greenlet <...> appears to be blocked\nBlocked Stack (for thread id 0x1):\n"
+                   '  File "/src/a2a_flask/push/delivery.py", line 127, in renew\n'
+                   "    return self.store.claim(self.key, self.owner, self.ttl)\n"
+                   '  File "/venv/lib/python3.11/site-packages/gevent/_socketcommon.py", '
+                   "line 651, in recv\n    return self._sock.recv(*args)\n")
     assert not blocked_in_our_code(starved)
     assert blocked_in_our_code(spinning)
     assert not blocked_in_our_code(loading)  # before the worker's first connection
+    assert not blocked_in_our_code(descheduled)
+    assert blocked_in_our_code(descheduled.rsplit("  File", 1)[0])  # ours, innermost
