@@ -124,7 +124,15 @@ class DBServer:
         raise NotImplementedError
 
     def _shutdown(self) -> None:
-        raise NotImplementedError
+        """Stop the server process this object started (SIGTERM, then SIGKILL)."""
+        proc: Optional[subprocess.Popen] = getattr(self, "proc", None)
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
 
     def main_pid(self) -> Optional[int]:
         """The server's main process id (None when not running)."""
@@ -321,15 +329,6 @@ class MariaDBServer(DBServer):
             cursor.execute("SELECT 1")
         return True
 
-    def _shutdown(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
     def main_pid(self) -> Optional[int]:
         if self.proc is None or self.proc.poll() is not None:
             return None
@@ -368,15 +367,6 @@ class RedisServer(DBServer):
             sock.settimeout(1)
             sock.sendall(b"PING\r\n")
             return sock.recv(16).startswith(b"+PONG")
-
-    def _shutdown(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
 
     def kill(self) -> None:
         """SIGKILL (no shutdown): what a crash looks like."""
