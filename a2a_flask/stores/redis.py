@@ -876,7 +876,11 @@ class RedisStore(TaskStore):
 
     def close(self) -> None:
         super().close()
-        self._redis.close()
-        self._redis.connection_pool.disconnect()
-        self._writer.close()
-        self._writer.connection_pool.disconnect()
+        for client in (self._redis, self._writer):
+            client.close()
+            try:
+                client.connection_pool.disconnect()
+            except (AttributeError, OSError):
+                # redis-py before 4.6 races here with a connection that the listener
+                # thread disconnects at the same moment (its socket is gone midway).
+                pass
