@@ -10,11 +10,25 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
 import os
 import sys
 import threading
 import time
 from typing import Any, Callable, Dict, Hashable, Iterator, List, Optional
+
+
+def off_the_hub(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` in gevent's thread pool under a gevent worker, directly otherwise.
+
+    For blocking calls into C that release the GIL (a flush to disk, an SQLite
+    commit that checkpoints its write-ahead log): run on the hub they would hold
+    every greenlet for milliseconds, or far longer on a loaded machine.
+    """
+    if gevent_active():
+        hub = importlib.import_module("gevent.hub").get_hub()
+        return hub.threadpool.apply(call, args)
+    return call(*args)
 
 
 def gevent_active() -> bool:

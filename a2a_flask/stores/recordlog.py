@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import importlib
 import logging
 import os
 import re
@@ -42,7 +41,7 @@ import time
 import zlib
 from typing import Callable, Iterator, List, Optional, Tuple
 
-from ..concurrency import gevent_active
+from ..concurrency import off_the_hub
 from .base import StoreError
 
 log = logging.getLogger("a2a_flask.stores")
@@ -83,16 +82,6 @@ def _fsync_directory(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _off_the_hub(call: Callable[[int], None], fd: int) -> None:
-    """Run a blocking file call in gevent's thread pool under a gevent worker (a flush to
-    disk can take milliseconds, which would stall every greenlet); directly otherwise."""
-    if gevent_active():
-        hub = importlib.import_module("gevent.hub").get_hub()
-        hub.threadpool.apply(call, (fd,))
-    else:
-        call(fd)
 
 
 def _lock_pauses(timeout: float) -> Iterator[float]:
@@ -383,7 +372,7 @@ class Rewrite:
     def install(self) -> None:
         """Flush the new file to disk, then rename it over the old one (atomically)."""
         self._out.flush()
-        _off_the_hub(os.fsync, self._out.fileno())
+        off_the_hub(os.fsync, self._out.fileno())
         self._out.close()
         os.replace(self._temporary, self._path)
         _fsync_directory(self._path)
@@ -410,7 +399,7 @@ class Flusher:
         is acknowledged only then, and whatever a power cut loses is a suffix of the log.
         """
         try:
-            _off_the_hub(os.fdatasync, self._fd)
+            off_the_hub(os.fdatasync, self._fd)
         finally:
             os.close(self._fd)
 

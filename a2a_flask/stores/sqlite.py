@@ -23,7 +23,7 @@ import threading
 import time
 from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 
-from ..concurrency import Notifier
+from ..concurrency import Notifier, off_the_hub
 from ..protocol.errors import StoreUnavailable
 from ..protocol.models import TERMINAL_STATES, TaskState
 from .base import (
@@ -426,7 +426,9 @@ class _Transaction:
     def __exit__(self, exc_type: Any, *_: Any) -> None:
         db = self._store._db
         try:
-            self._store._cursor.execute("ROLLBACK" if exc_type else "COMMIT")
+            # Off the hub: a commit may checkpoint the write-ahead log (an fsync and
+            # megabytes copied), which would hold every greenlet of the worker.
+            off_the_hub(self._store._cursor.execute, "ROLLBACK" if exc_type else "COMMIT")
         except sqlite3.Error:
             # A failed COMMIT leaves the transaction open: end it, or every
             # later BEGIN would fail on this connection.
