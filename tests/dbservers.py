@@ -107,7 +107,8 @@ class DBServer:
     """What the three servers share: a directory, a port, freeze/thaw, restart, cleanup.
 
     Subclasses set :attr:`kind` and implement ``_launch`` (start the server process and
-    wait until it answers), :meth:`main_pid` and ``_shutdown``.
+    wait until it answers); one whose server is not its own child (PostgreSQL, started
+    by ``pg_ctl``) implements :meth:`main_pid` and ``_shutdown`` too.
     """
 
     kind = ""
@@ -118,6 +119,8 @@ class DBServer:
         self.directory = Path(directory or tempfile.mkdtemp(prefix=f"a2a-{self.kind}-"))
         self.frozen_pids: List[int] = []
         self.running = False
+        #: The server process, when this object started it itself.
+        self.proc: Optional[subprocess.Popen] = None
 
     # Subclass hooks.
     def _launch(self) -> None:
@@ -125,18 +128,19 @@ class DBServer:
 
     def _shutdown(self) -> None:
         """Stop the server process this object started (SIGTERM, then SIGKILL)."""
-        proc: Optional[subprocess.Popen] = getattr(self, "proc", None)
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
             try:
-                proc.wait(STOP_TIMEOUT)
+                self.proc.wait(STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(5)
+                self.proc.kill()
+                self.proc.wait(5)
 
     def main_pid(self) -> Optional[int]:
         """The server's main process id (None when not running)."""
-        raise NotImplementedError
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        return self.proc.pid
 
     @property
     def url(self) -> str:
@@ -293,7 +297,6 @@ class MariaDBServer(DBServer):
         self.data = self.directory / "data"
         self.socket = self.directory / "mysqld.sock"
         self.log = self.directory / "server.log"
-        self.proc: Optional[subprocess.Popen] = None
 
     def _launch(self) -> None:
         if not (self.data / "mysql").exists():
@@ -329,11 +332,6 @@ class MariaDBServer(DBServer):
             cursor.execute("SELECT 1")
         return True
 
-    def main_pid(self) -> Optional[int]:
-        if self.proc is None or self.proc.poll() is not None:
-            return None
-        return self.proc.pid
-
     @property
     def url(self) -> str:
         return f"mysql://root@127.0.0.1:{self.port}/a2a"
@@ -350,7 +348,6 @@ class RedisServer(DBServer):
         if not self.binary:
             _require("redis-server is not installed: the Redis outage cases need their own")
         super().__init__(directory)
-        self.proc: Optional[subprocess.Popen] = None
 
     def _launch(self) -> None:
         self.proc = subprocess.Popen(
@@ -375,11 +372,6 @@ class RedisServer(DBServer):
             self.proc.kill()
             self.proc.wait(5)
         self.running = False
-
-    def main_pid(self) -> Optional[int]:
-        if self.proc is None or self.proc.poll() is not None:
-            return None
-        return self.proc.pid
 
     @property
     def url(self) -> str:
