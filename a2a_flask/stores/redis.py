@@ -561,21 +561,27 @@ class RedisStore(TaskStore):
         if self._redis.exists(self._old_index(tenant, owner)):
             # Written by a 0.1.0 process (a rolling upgrade), or not moved yet.
             self._move_index(self._old_index(tenant, owner))
+        # The one index that applies the most filters: a context's, a state's, or the
+        # caller's; ``by`` names the task field it is by, and its value.
         index, by = self._index(tenant, owner), None
         if self._layout_done():
             if query.context_id:
-                index, by = self._context_index(tenant, owner, query.context_id), "context_id"
+                by = ("context_id", query.context_id)
+                index = self._context_index(tenant, owner, query.context_id)
             elif query.state is not None:
-                index, by = self._state_index(tenant, owner, query.state.value), "state"
+                by = ("state", query.state.value)
+                index = self._state_index(tenant, owner, query.state.value)
         low = _score(query.updated_after) if query.updated_after else float("-inf")
+        filters = {name for name, wanted in (("context_id", query.context_id),
+                                             ("state", query.state)) if wanted}
         # The index alone applies every filter but the time: ZCOUNT is the total.
-        counted = by == "context_id" and query.state is None or by == "state" or (
-            by is None and not query.context_id and query.state is None)
+        counted = filters <= {by[0] if by else ""}
         cursor = decode_page_token(query.page_token) if query.page_token else None
+        its_tenant, its_owner = tenant.encode(), owner.encode()
 
         def matches(fields: List[Optional[bytes]]) -> bool:
-            its_tenant, its_owner, context_id, state, updated = fields
-            if state is None or its_tenant != tenant.encode() or its_owner != owner.encode():
+            task_tenant, task_owner, context_id, state, updated = fields
+            if state is None or task_tenant != its_tenant or task_owner != its_owner:
                 return False
             return ((not query.context_id or context_id == query.context_id.encode())
                     and (query.state is None or state == query.state.value.encode())
@@ -595,16 +601,17 @@ class RedisStore(TaskStore):
                 if not matches(fields):
                     # Gone, or no longer this index's (expired, its id taken by another
                     # caller, its state moved on): a stale entry leaves the index.
-                    if counted and self._drop_stale(index, by, task_id, tenant, owner, query):
+                    if counted and self._drop_stale(index, by, task_id, tenant, owner):
                         total -= 1
                     continue
-                if cursor is None or (fields[4].decode(), task_id) < cursor:
-                    found.append((fields[4].decode(), task_id))
+                place = (fields[4].decode(), task_id)
+                if cursor is None or place < cursor:
+                    found.append(place)
                 if not counted:
                     total += 1
             page.extend(sorted(found, reverse=True))
             if counted and len(page) > query.page_size:
-                break  # with no ZCOUNT, the whole index is read to count
+                break  # (uncounted, the whole index is read to count)
         more = len(page) > query.page_size
         page = page[:query.page_size]
         pipe = self._redis.pipeline(transaction=False)
@@ -614,8 +621,7 @@ class RedisStore(TaskStore):
         # Read again, so checked again (the id may have changed hands in between);
         # a task that is gone has no fields.
         records = [self._record(task_id, fields) for task_id, fields in fetched
-                   if fields.get(b"tenant") == tenant.encode()
-                   and fields.get(b"owner") == owner.encode()]
+                   if fields.get(b"tenant") == its_tenant and fields.get(b"owner") == its_owner]
         return TaskPage(records, max(total, 0),
                         encode_page_token(records[-1]) if more and records else "")
 
@@ -639,17 +645,17 @@ class RedisStore(TaskStore):
             skip = skip + tied if top == repr(last) else tied
             size, top = size * 2, repr(last)
 
-    def _drop_stale(self, index: str, by: Optional[str], task_id: str, tenant: str, owner: str,
-                    query: TaskQuery) -> bool:
-        """Take a stale entry out of ``index``; False if it was not stale after all (the
-        task changed between the read and now, and is listed next time)."""
+    def _drop_stale(self, index: str, by: Optional[Tuple[str, str]], task_id: str, tenant: str,
+                    owner: str) -> bool:
+        """Take a stale entry out of ``index`` (by the task field and value ``by``, or the
+        caller's index when None); False if it was not stale after all (the task changed
+        between the read and now, and is listed next time)."""
         key = self._key("task", task_id)
         if by is None:  # the caller's index: the purge's script, with no cutoff
             return bool(self._sweep(keys=[key, self._key("log", task_id), self._key(
                 "push", task_id), self._key("pushorder", task_id), index, index],
                 args=[task_id, tenant, owner, "", "", "", *_TERMINAL]))
-        value = query.context_id if by == "context_id" else query.state.value  # type: ignore
-        return bool(self._unlist(keys=[key, index], args=[task_id, tenant, owner, by, value]))
+        return bool(self._unlist(keys=[key, index], args=[task_id, tenant, owner, *by]))
 
     def _layout_done(self) -> bool:
         """Whether the context and state indexes are whole (read once they are)."""
