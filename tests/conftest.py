@@ -1,6 +1,7 @@
 """Shared fixtures: an app factory, the test client, stores, and real servers."""
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -95,7 +96,9 @@ STARTS_PROCESSES = ("Server(", "Worker(", "dbservers.", "subprocess", "Popen(", 
 USES_SERVICES = ("redis", "postgres", "mariadb", "mysql", "SQL_STORES", "sql_store")
 
 
+@functools.lru_cache(maxsize=None)
 def _source(function: Any) -> str:
+    """A test's or fixture's source, read once however many items use it."""
     try:
         return inspect.getsource(function)
     except (OSError, TypeError):
@@ -107,18 +110,14 @@ def pytest_collection_modifyitems(items: list) -> None:
     fixtures (and theirs) call, and ``slow`` each that uses a shared database; a module
     whose tests all are declares ``SERVER = True`` or ``SLOW = True``.  A new test is
     marked as it is written."""
-    seen: dict = {}
-
     def text_of(item: pytest.Item) -> str:
         parts = [_source(getattr(item, "function", None))]
         info = getattr(item, "_fixtureinfo", None)
         for name in (info.names_closure if info else []):
-            for definition in info.name2fixturedefs.get(name, ()):
-                key = id(definition.func)
-                if key not in seen:
-                    seen[key] = _source(definition.func)
-                parts.append(seen[key])
+            parts.extend(_source(definition.func)
+                         for definition in info.name2fixturedefs.get(name, ()))
         return "\n".join(parts) + " " + item.name
+
     for item in items:
         text = text_of(item)
         if getattr(item.module, "SERVER", False) or any(word in text for word in STARTS_PROCESSES):
