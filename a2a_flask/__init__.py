@@ -48,7 +48,7 @@ from .protocol.models import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from .engine.runtime import TaskCancelled
+from .engine.run import TaskCancelled
 from .web.auth import APIKeyAuth, BearerAuth, Principal
 from .stores import MemoryStore, TaskStore, open_store
 

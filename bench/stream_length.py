@@ -45,7 +45,8 @@ from typing import Any, Dict, List, Optional
 
 import gevent
 
-from a2a_flask.engine.runtime import Run, Runtime
+from a2a_flask.engine.run import Run
+from a2a_flask.engine.runtime import Runtime
 from a2a_flask.protocol.models import Artifact, Message, Part, Role, TaskState
 from a2a_flask.stores import TaskStore, open_store
 from bench import say

@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List  # noqa: E402
 
 import gevent  # noqa: E402
 
-from a2a_flask.engine import runtime as runtime_module  # noqa: E402
+from a2a_flask.engine import run as run_module  # noqa: E402
 from a2a_flask.engine.executor import TaskContext, invoke  # noqa: E402
 from a2a_flask.engine.runtime import Runtime  # noqa: E402
 from a2a_flask.protocol.errors import StoreUnavailable  # noqa: E402
@@ -138,7 +138,7 @@ def store_down_in_the_background() -> Dict[str, Any]:
 
     runtime, store, run = start(executor)
     assert run.finished.wait(10)
-    return {"raised": raised.get("error", ""), "unrecorded": sorted(runtime._unrecorded)}
+    return {"raised": raised.get("error", ""), "unrecorded": sorted(runtime.writer._unrecorded)}
 
 
 def capped() -> Dict[str, Any]:
@@ -146,20 +146,20 @@ def capped() -> Dict[str, Any]:
     most = {"unsent": 0}
 
     def executor(ctx: TaskContext) -> None:
-        for index in range(3 * runtime_module.MAX_UNSENT):
+        for index in range(3 * run_module.MAX_UNSENT):
             ctx.artifact(f"{index}", append=True)
             most["unsent"] = max(most["unsent"], len(run._unsent))
 
     runtime, store, run = start(executor)
     assert run.finished.wait(10)
-    return {"most_unsent": most["unsent"], "cap": runtime_module.MAX_UNSENT,
+    return {"most_unsent": most["unsent"], "cap": run_module.MAX_UNSENT,
             "count": len(chunk_texts(store))}
 
 
 def cap_grows_with_the_task() -> Dict[str, Any]:
     """On a long task a run holds more chunks at once (``unsent_cap``), never more than
     the cap for its log's length.  The executor is not paced, so only the cap sends."""
-    runtime_module.YIELD_EVERY = 60.0
+    run_module.YIELD_EVERY = 60.0
     held: List[Any] = []
 
     def executor(ctx: TaskContext) -> None:
@@ -170,7 +170,7 @@ def cap_grows_with_the_task() -> Dict[str, Any]:
     runtime, store, run = start(executor)
     assert run.finished.wait(30)
     return {"most_unsent": max(unsent for unsent, _ in held),
-            "over_cap": [pair for pair in held if pair[0] > runtime_module.unsent_cap(pair[1])],
+            "over_cap": [pair for pair in held if pair[0] > run_module.unsent_cap(pair[1])],
             "count": len(chunk_texts(store)), "appends": store.appends}
 
 

@@ -21,7 +21,7 @@ import time
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill, TaskContext
-from a2a_flask.engine.runtime import TaskCancelled
+from a2a_flask.engine.run import TaskCancelled
 
 a2a = A2A(card=AgentCard(
     name="Fault agent", description="Misbehaves on request", version="1.0.0",

@@ -133,15 +133,14 @@ class World:
         self.state = self.app.extensions["a2a"]["a2a"]
         self.service = self.state.service
         self.store = self.state.store
-        runtime = self.service.runtime
-        if hasattr(runtime, "_launch"):  # record launches synchronously (test-only wrap)
-            launch = runtime._launch
+        runs = self.service.runtime.runs
+        launch = runs._launch  # record launches synchronously (a test-only wrap)
 
-            def recording_launch(run: Any) -> None:
-                self.launches.append(run)
-                launch(run)
+        def recording_launch(run: Any) -> None:
+            self.launches.append(run)
+            launch(run)
 
-            runtime._launch = recording_launch
+        runs._launch = recording_launch  # type: ignore[method-assign]
         self.client = self.app.test_client()
         self.ids: Dict[str, str] = {}
         #: Sent with every request unless a test says otherwise: alice's credentials

@@ -44,7 +44,7 @@ def heap() -> Dict[str, Any]:
         tracemalloc.start(int(os.environ.get("PROBE_FRAMES", memory_probe.FRAMES)))
     runtime = a2a.state(app).service.runtime
     deadline = time.monotonic() + 10
-    while runtime._runs and time.monotonic() < deadline:
+    while runtime.keeper.runs_here() and time.monotonic() < deadline:
         time.sleep(0.01)  # gevent's sleep in the worker: the runs finish meanwhile
     time.sleep(0.05)
     gc.collect()
@@ -56,7 +56,7 @@ def heap() -> Dict[str, Any]:
             f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}" for f in list(stat.traceback)[::-1][:8])
         for stat in snapshot.compare_to(_last, "traceback")[:8]]
     _last = snapshot
-    return {"heap": sum(t.size for t in snapshot.traces), "running": len(runtime._runs),
+    return {"heap": sum(t.size for t in snapshot.traces), "running": len(runtime.keeper.runs_here()),
             "top": top, "gc_threshold": gc.get_threshold()}
 
 

@@ -203,7 +203,7 @@ class Probe:
         while True:
             busy = [t.name for t in threading.enumerate() if t.name.startswith(TASK_THREADS)
                     or TASK_THREADS[-1] in t.name]
-            if not busy and not runtime._runs and (push is None or not push._draining):
+            if not busy and not runtime.keeper.runs_here() and (push is None or not push._draining):
                 # A thread leaves enumerate() a moment before its last frame (which
                 # holds its target, and so a run) is gone: give it that moment.
                 time.sleep(0.05)

@@ -226,7 +226,7 @@ def test_the_grace_0_stops_the_run_at_the_first_failure(opened):
     runtime = Runtime(store, lambda run: invoke(executor, run))  # store_grace=0
     run = start(runtime)
     assert run.finished.wait(20)
-    assert runtime._unrecorded == {"t-1": runtime._unrecorded["t-1"]}
+    assert runtime.writer._unrecorded == {"t-1": runtime.writer._unrecorded["t-1"]}
 
 
 @STORES

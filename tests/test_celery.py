@@ -194,7 +194,7 @@ def test_the_runner_seam_without_celery(tmp_path: Path) -> None:
     app = Flask("seam")
     agent.init_app(app)
     runtime = app.extensions["a2a"]["a2a"].service.runtime
-    runtime.runner = ListRunner()
+    runtime.runs.runner = ListRunner()
     answer = app.test_client().post("/a2a", headers={"A2A-Version": "1.0"}, json={
         "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
         "params": {"message": user_message("x", "m-seam"),
@@ -231,7 +231,7 @@ def test_a_queued_task_that_asks_for_input_is_queued_again_by_the_answer(tmp_pat
     app = Flask("ask")
     agent.init_app(app)
     runtime = app.extensions["a2a"]["a2a"].service.runtime
-    runtime.runner = ListRunner()
+    runtime.runs.runner = ListRunner()
     client = app.test_client()
 
     def send_rpc(message: Dict[str, Any]) -> Dict[str, Any]:
@@ -278,7 +278,7 @@ def test_runs_whose_workers_keep_dying_restart_three_times_then_fail(tmp_path: P
     app = Flask("dying")
     agent.init_app(app)
     runtime = app.extensions["a2a"]["a2a"].service.runtime
-    runtime.runner = ListRunner()
+    runtime.runs.runner = ListRunner()
     app.test_client().post("/a2a", headers={"A2A-Version": "1.0"}, json={
         "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
         "params": {"message": user_message("x", "m-dying"),

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from a2a_flask.engine.runtime import MAX_UNSENT, UNSENT_SHARE, unsent_cap
+from a2a_flask.engine.run import MAX_UNSENT, UNSENT_SHARE, unsent_cap
 
 ROOT = Path(__file__).resolve().parent.parent
 

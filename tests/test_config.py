@@ -279,7 +279,7 @@ def test_close_stream_on_auth_required_follows_the_spelling(text, closes, clean_
     A2A(app, card=make_card(), executor=ask_auth)
     state = app.extensions["a2a"]["a2a"]
     try:
-        assert state.service.runtime.close_on_auth_required is closes
+        assert state.service.runtime.following.close_on_auth_required is closes
     finally:
         state.close()
 

@@ -42,13 +42,13 @@ def test_a_task_whose_runner_stopped_renewing_fails_with_a_message(shared):
     dead_store.acquire_lease("orphan", "dead-worker", 0.1)  # then the worker dies
     time.sleep(0.3)
     survivor = runtime_on(live_store)
-    survivor.owner = "live-worker"
-    survivor.tend()
+    survivor.keeper.name = lambda: "live-worker"  # type: ignore[assignment]
+    survivor.keeper.tend()
     record = live_store.load("orphan")
     assert record.state is TaskState.FAILED
     assert "lease expired" in record.task.status.message.parts[0].text
     assert live_store.expired_leases() == []
-    survivor.tend()  # a second round changes nothing
+    survivor.keeper.tend()  # a second round changes nothing
     assert live_store.load("orphan").seq == record.seq
 
 
@@ -103,14 +103,14 @@ def test_a_cancel_from_another_process_stops_the_run_here(shared):
     from a2a_flask.engine.executor import invoke
 
     here = runtime_on(here_store, lambda run: invoke(stubborn, run))
-    here.ensure_keeper = lambda: None  # type: ignore[method-assign]  (we call tend ourselves)
+    here.keeper.ensure = lambda: None  # type: ignore[method-assign]  (we call tend ourselves)
     message = Message(message_id="m", role=Role.USER, parts=[Part(text="x")])
     run = here.start_new(message, task_id="remote", context_id="ctx", tenant="", owner="",
                          dialect="1.0", create_task=True)
     assert started.wait(5)
     runtime_on(there_store).cancel("remote")
     run.is_cancelled = lambda: run.cancel_requested  # type: ignore[method-assign]
-    here.tend()
+    here.keeper.tend()
     assert run.cancel_requested
     assert stopped.wait(5)
     assert here_store.load("remote").state is TaskState.CANCELED
@@ -125,7 +125,7 @@ def test_a_keeper_round_reads_running_tasks_heads_not_their_records(store_url):
     store = open_store(store_url)
     release = threading.Event()
     here = runtime_on(store, lambda run: (run.set_status(TaskState.WORKING), release.wait(5)))
-    here.ensure_keeper = lambda: None  # type: ignore[method-assign]  (we call tend ourselves)
+    here.keeper.ensure = lambda: None  # type: ignore[method-assign]  (we call tend ourselves)
     message = Message(message_id="m", role=Role.USER, parts=[Part(text="x")])
     here.start_new(message, task_id="running", context_id="ctx", tenant="", owner="",
                    dialect="1.0", create_task=True)
@@ -133,7 +133,7 @@ def test_a_keeper_round_reads_running_tasks_heads_not_their_records(store_url):
     loads = []
     store.load = lambda task_id: loads.append(task_id)  # type: ignore[method-assign]
     try:
-        here.tend()
+        here.keeper.tend()
     finally:
         release.set()
         del store.load
@@ -151,12 +151,12 @@ def test_a_task_ttl_of_zero_keeps_finished_tasks_forever(store_url):
         append(store, "ancient", [status_event("ancient", TaskState.COMPLETED, second=2)])
         forever = runtime_on(store, task_ttl=0)
         for _ in range(2):
-            forever._last_purge = 0.0  # would be a purge round, if there were a TTL
-            forever.tend()
+            forever.keeper._last_purge = 0.0  # would be a purge round, if there were a TTL
+            forever.keeper.tend()
         assert store.load("ancient") is not None
         purging = runtime_on(store, task_ttl=60)
-        purging._last_purge = 0.0
-        purging.tend()
+        purging.keeper._last_purge = 0.0
+        purging.keeper.tend()
         assert store.load("ancient") is None
     finally:
         store.close()
@@ -168,12 +168,12 @@ def test_tend_purges_finished_tasks_older_than_the_ttl(shared):
     runtime = runtime_on(store, task_ttl=2.0)
     canceled_at = time.monotonic()
     runtime.cancel("old")
-    runtime.tend()  # too young
+    runtime.keeper.tend()  # too young
     assert store.load("old") is not None
 
     def purged() -> bool:
-        runtime._last_purge = 0.0  # the next round is a purge round
-        runtime.tend()
+        runtime.keeper._last_purge = 0.0  # the next round is a purge round
+        runtime.keeper.tend()
         return store.load("old") is None
 
     wait_until(purged, 30, "the purge of the finished task")

@@ -30,12 +30,9 @@ from a2a_flask.protocol.models import (
     TaskStatusUpdateEvent,
     utc_now,
 )
-from a2a_flask.engine.runtime import (
-    Run,
-    Runtime,
-    TaskCancelled,
-    closes_stream,
-)
+from a2a_flask.engine.following import closes_stream
+from a2a_flask.engine.run import Run, TaskCancelled
+from a2a_flask.engine.runtime import Runtime
 from a2a_flask.engine.states import TaskClosedError
 from a2a_flask.protocol.calls import Wait
 from a2a_flask.protocol.codec import encode
@@ -574,7 +571,7 @@ def test_continue_a_working_task_only_adds_the_message(store):
     def fn(ctx):
         ctx.working()
         release.wait(5)
-        seen.append([m.message_id for m in ctx._run.runtime.store.load(ctx.task_id).task.history])
+        seen.append([m.message_id for m in ctx._run.writer.store.load(ctx.task_id).task.history])
 
     runtime = executor_runtime(store, fn)
     run = start(runtime)
@@ -780,7 +777,7 @@ def test_store_append_conflict_is_reported(store):
 
 def test_status_timestamps_never_go_backwards_even_for_the_first_update(make_app, monkeypatch):
     ticks = itertools.count()
-    monkeypatch.setattr("a2a_flask.engine.runtime.utc_now",
+    monkeypatch.setattr("a2a_flask.engine.run.utc_now",
                         lambda: "2026-01-01T00:00:%02d.000Z" % next(ticks))
 
     def agent(ctx):

@@ -23,7 +23,7 @@ raises :class:`~a2a_flask.errors.TaskTooLargeError` and is not stored
 may catch it and finish otherwise (say, with a link instead of the content);
 uncaught, the task FAILS with a status message that says so.  When the task
 is **canceled**, ``ctx.cancelled`` becomes true and the next ``ctx`` call
-raises :class:`~a2a_flask.engine.runtime.TaskCancelled`; an executor that
+raises :class:`~a2a_flask.engine.run.TaskCancelled`; an executor that
 keeps running past the grace period (``A2A_CANCEL_GRACE``) is killed under
 gevent.  After ``ctx.ask()`` return: the next message on the task
 calls the executor again, with the whole conversation in ``ctx.history``.
@@ -37,7 +37,8 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from ..protocol.models import Artifact, Message, Part, Role, Task, TaskState, new_id
 from ..protocol.errors import StoreUnavailable, TaskTooLargeError
-from .runtime import Run, TaskCancelled, agent_message
+from .run import Run, TaskCancelled
+from .writer import agent_message
 from .states import TaskClosedError
 
 log = logging.getLogger("a2a_flask")
@@ -238,8 +239,8 @@ def invoke(executor: Executor, run: Run) -> None:
         if run.record is not None:
             log.warning("task %s stopped: the task store is unavailable (for longer than "
                         "A2A_STORE_GRACE, %gs); it is failed once the store answers again",
-                        run.task_id, run.runtime.store_grace)
-            run.runtime.fail_when_store_returns(
+                        run.task_id, run.writer.store_grace)
+            run.writer.fail_later(
                 run.task_id, "The task store was unavailable while this task ran; the task "
                 "stopped and can be sent again.")
             run.error = StoreUnavailable()  # a blocking send waiting on the run: 503 now
@@ -249,7 +250,7 @@ def invoke(executor: Executor, run: Run) -> None:
         log.warning("task %s failed: %s", run.task_id, exc)
         _fail_after_error(run, exc, f"The agent failed: {exc}")
     except Exception as exc:
-        if run.runtime.store.closed:  # the app shut down under a running executor
+        if run.writer.store.closed:  # the app shut down under a running executor
             log.info("executor for task %s stopped: its store was closed", run.task_id)
             return
         log.exception("executor for task %s raised", run.task_id)
@@ -290,7 +291,7 @@ def _fail_after_error(run: Run, exc: Exception, text: str = "") -> None:
         pass
     except StoreUnavailable:  # logged by the store: record it when the store is back
         if run.record is not None:
-            run.runtime.fail_when_store_returns(run.task_id, text)
+            run.writer.fail_later(run.task_id, text)
         elif run.reply is None:
             run.fail_to_start(StoreUnavailable())  # no task exists: the caller gets the 503
     except Exception:  # the store failed too (or the task was purged): say so, once

@@ -34,7 +34,10 @@ from ..protocol.models import (Message, Role, Task, TaskState, TaskStatus,
                                TaskStatusUpdateEvent, utc_now)
 from ..protocol.events import Event
 from ..stores.base import TaskRecord
-from .runtime import Run, Runner, Runtime, agent_message
+from .run import Run
+from .runs import Runner
+from .runtime import Runtime
+from .writer import agent_message
 
 __all__ = ["MAX_RESTARTS", "NOT_RERUN", "QueuedRun", "RESTARTED", "Runner", "TOO_MANY_RESTARTS",
            "claim", "execute", "queue"]
@@ -170,7 +173,7 @@ def claim(runtime: Runtime, order: QueuedRun, *, rerun_safe: bool) -> Optional[R
     if message is None:  # trimmed from the history (A2A_MAX_HISTORY): the last user's
         message = next((m for m in reversed(task.history) if m.role is Role.USER),
                        Message(message_id=order.message_id, role=Role.USER, parts=[]))
-    run = Run(runtime, message=message, task_id=task.id, context_id=task.context_id,
+    run = Run(runtime.writer, message=message, task_id=task.id, context_id=task.context_id,
               tenant=record.tenant, owner=record.owner, dialect=record.dialect, record=record)
     run.follow_up = order.follow_up
     run.decided.set()

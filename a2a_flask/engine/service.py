@@ -52,7 +52,9 @@ from ..protocol.models import (
     parse_timestamp,
 )
 from ..push.guard import UnsafeWebhookError, WebhookPolicy, header_value_problem
-from .runtime import Run, Runtime
+from . import following
+from .run import Run
+from .runtime import Runtime
 from ..stores.base import LogEntry, PushTarget, TaskQuery, TaskRecord
 
 if TYPE_CHECKING:
@@ -187,7 +189,11 @@ class AgentService:
 
     def __init__(self, card: AgentCard, runtime: Runtime, *, blocking_timeout: float,
                  keepalive: float, extended_card: Optional[ExtendedCard] = None,
-                 interfaces: Optional[Callable[[], List[AgentInterface]]] = None) -> None:
+                 interfaces: Optional[Callable[[], List[AgentInterface]]] = None,
+                 limits: Optional[Limits] = None, push: Optional["PushDispatcher"] = None,
+                 webhook_policy: Optional[WebhookPolicy] = None, auth_challenge: str = "",
+                 lenient_version: bool = False,
+                 stream_context: Optional[StreamContext] = None) -> None:
         self.card = card
         self.runtime = runtime
         self.store = runtime.store
@@ -197,15 +203,16 @@ class AgentService:
         #: The interfaces of the public card as the current request sees them.
         self.interfaces = interfaces
         #: Serve a 1.0 method sent without ``A2A-Version`` as 1.0 (A2A_LENIENT_VERSION).
-        self.lenient_version = False
+        self.lenient_version = lenient_version
         #: Webhook delivery and the SSRF guard, when the card declares push notifications.
-        self.push: Optional["PushDispatcher"] = None
-        self.webhook_policy: Optional[WebhookPolicy] = None
+        self.push = push
+        self.webhook_policy = webhook_policy
         #: The ``WWW-Authenticate`` challenge for callers who must authenticate.
-        self.auth_challenge = ""
-        self.limits = Limits()
+        self.auth_challenge = auth_challenge
+        self.limits = limits or Limits()
         self._stream_slots = StreamSlots()
-        self._stream_context = StreamContext(runtime.ends_stream, self._artifact_ids)
+        self._stream_context = stream_context or following.stream_context(
+            runtime.store, close_on_auth_required=runtime.following.close_on_auth_required)
 
     # ----------------------------------------------------------- helpers
 
@@ -262,10 +269,6 @@ class AgentService:
     def stream_context(self) -> StreamContext:
         """What this agent's stream renderers may ask (one object, shared by every stream)."""
         return self._stream_context
-
-    def _artifact_ids(self, task_id: str) -> List[str]:
-        record = self.store.load(task_id)
-        return [a.artifact_id for a in record.task.artifacts] if record else []
 
     def task_dialect(self, task_id: str, ctx: CallContext) -> str:
         """The protocol version the task was created with (dialects answer in it)."""

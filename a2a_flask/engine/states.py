@@ -22,7 +22,7 @@ does: move the task to a state, keep its state (:data:`KEEP`), do nothing
                                   errors, the engine's do nothing
 
 ``STATUS`` may never ask for SUBMITTED (a task has it only at creation) or
-UNSPECIFIED.  :meth:`Runtime.commit <a2a_flask.engine.runtime.Runtime.commit>`
+UNSPECIFIED.  :meth:`TaskWriter.commit <a2a_flask.engine.writer.TaskWriter.commit>`
 applies changes with compare-and-set; each of its ``build`` steps asks
 :func:`transition` about the state the task is in at that moment.
 """

@@ -331,3 +331,6 @@ class TracedTransport:
         status = response.status
         span.end(status, "" if 200 <= status < 300 else f"HTTP {status}")
         return response
+
+    def close(self) -> None:
+        self._transport.close()

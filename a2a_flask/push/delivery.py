@@ -44,7 +44,7 @@ from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
 from ..stores.grace import ride_out
 from ..stores.shared import SharedLog
 from .guard import UnsafeWebhookError
-from .transport import WebhookDeliveryError, WebhookResponse, WebhookTransport
+from .transport import Transport, WebhookDeliveryError, WebhookResponse
 
 log = logging.getLogger("a2a_flask.push")
 
@@ -145,7 +145,7 @@ class PushDispatcher:
     :param signer: signs bodies (``X-A2A-Notification-Signature``), or None.
     """
 
-    def __init__(self, store: TaskStore, transport: WebhookTransport, *,
+    def __init__(self, store: TaskStore, transport: Transport, *,
                  renderer_for: Callable[[str], Callable[[], PayloadRenderer]],
                  owner: Callable[[], str], retry: Optional[RetryPolicy] = None,
                  claim_ttl: float = 30.0, sweep_interval: float = 2.0, signer: Any = None,

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Tuple, Union
 from urllib.parse import urlsplit, urlunsplit
 
 from ..version import __version__
@@ -116,6 +116,17 @@ def _root_cause(exc: BaseException) -> BaseException:
         else:
             break
     return exc
+
+
+class Transport(Protocol):
+    """What webhook delivery posts through (:class:`WebhookTransport`, or a wrapper of
+    one such as :class:`a2a_flask.observe.otel.TracedTransport`)."""
+
+    def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> WebhookResponse:
+        """POST ``body`` to ``url``."""
+
+    def close(self) -> None:
+        """Let go of pooled connections."""
 
 
 class WebhookTransport:

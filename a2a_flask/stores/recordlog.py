@@ -39,7 +39,7 @@ import re
 import struct
 import time
 import zlib
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from ..concurrency import off_the_hub
 from .base import StoreError

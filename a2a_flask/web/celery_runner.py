@@ -11,7 +11,6 @@ Celery is imported only here, and only when the runner is configured.
 """
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Dict, Optional
 
@@ -19,11 +18,10 @@ from flask import Flask
 
 from .. import signals
 from ..engine.runners import QueuedRun, execute, queue
-from ..engine.runtime import Run, Runtime
+from ..engine.run import Run
+from ..engine.runtime import Runtime
 from ..observe import otel
 from ..protocol.errors import StoreUnavailable
-
-log = logging.getLogger("a2a_flask")
 
 #: The Celery task name of an agent's runs is this prefix plus the agent's name.
 TASK_PREFIX = "a2a_flask.run."
@@ -38,11 +36,10 @@ class CeleryRunner:
     (Flask's documented app-factory pattern sets it), looked up when first needed.
     """
 
-    def __init__(self, app: Flask, agent: str, runtime: Runtime, *, celery: Any = None,
+    def __init__(self, app: Flask, agent: str, *, celery: Any = None,
                  rerun_safe: bool = False) -> None:
         self.flask_app = app
         self.agent = agent
-        self.runtime = runtime
         self.rerun_safe = rerun_safe
         self.task_name = TASK_PREFIX + agent
         self._celery = celery
@@ -111,25 +108,24 @@ class CeleryRunner:
         if otel.tracer() is not None:
             otel.inject(headers)
         order.traceparent = headers.get("traceparent", "")
-        try:
-            self.celery().send_task(self.task_name, args=[order.to_dict()])
-        except Exception:
-            # The task exists; nothing will run it: fail it now rather than leave it queued.
-            log.exception("could not queue task %s on Celery", run.task_id)
-            self.runtime.fail(run.task_id, "The task could not be queued for a worker; "
-                                           "it was not run and can be sent again.")
-            raise
+        self.celery().send_task(self.task_name, args=[order.to_dict()])
 
     # -- worker side
+
+    def runtime(self) -> Runtime:
+        """The agent's engine in this process (the app's registry holds it)."""
+        runtime: Runtime = self.flask_app.extensions["a2a"][self.agent].service.runtime
+        return runtime
 
     def run(self, data: Any) -> None:
         """Claim and run one queued run in this worker, in the Flask app context."""
         order = QueuedRun.from_dict(data)
         started = time.time()
+        runtime = self.runtime()
         with self.flask_app.app_context(), otel.remote_parent(order.traceparent):
-            done = execute(self.runtime, order, rerun_safe=self.rerun_safe)
+            done = execute(runtime, order, rerun_safe=self.rerun_safe)
         if done is not None:
-            signals.send(signals.task_run, self.runtime.sender, task_id=order.task_id,
+            signals.send(signals.task_run, runtime.sender, task_id=order.task_id,
                          context_id=done.context_id,
                          queue_wait=max(0.0, started - order.queued_at),
                          run_time=time.time() - started)

@@ -1,7 +1,7 @@
 """The Flask extension: ``A2A(app=None, ...)`` plus ``init_app(app)``.
 
 One :class:`A2A` object is one agent.  ``init_app`` reads the ``A2A_*`` config
-once, opens the store, builds the runtime and registers a blueprint (the
+once, builds the agent (:mod:`.assembly`: store, engine, service) and registers a blueprint (the
 JSON-RPC endpoint and the agent's own card under ``url_prefix``) plus the card
 at the host root ``/.well-known/agent-card.json`` and ``/.well-known/agent.json``.
 Per-app state lives in ``app.extensions["a2a"][name]``; several agents with
@@ -10,108 +10,32 @@ the same store URL share one store object (``app.extensions["a2a_stores"]``).
 """
 from __future__ import annotations
 
-import functools
-import logging
-from email.utils import formatdate
-from typing import (Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union,
-                    overload)
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union, overload
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from .. import dialects
 from . import commands, jsonrpc, observing, rest, routes
-from .auth import Authentication, Authenticator
-from .card_origin import CardOrigin, Source, card_origin, check_public_url
-from ..protocol.errors import A2AError
-from ..protocol.cards import CardRenderer, Endpoint, check_card, with_default_capabilities, with_security
-from ..config import Settings
-from ..engine.executor import Executor, invoke
-from ..protocol.models import AgentCard
-from ..push.delivery import PushDispatcher, RetryPolicy
-from ..push.guard import WebhookPolicy
-from ..push.transport import WebhookTransport
-from ..engine.runtime import Run, Runtime
-from .deploy import collect_fully_every, gunicorn_workers, on_worker_shutdown
+from .agent_state import AgentState
+from .assembly import JWKS_PATH, AgentSpec, assemble
+from .auth import Authenticator
+from .card_origin import check_public_url
+from .deploy import collect_fully_every
 from .headers import BODY_LIMIT_KEY, BODY_TIMEOUT_KEY
-from ..engine.service import AgentService, ExtendedCard, Limits
-from ..stores import MemoryStore, StoreLimits, TaskStore, open_store
+from ..config import Settings
+from ..engine.executor import Executor
+from ..engine.service import ExtendedCard
+from ..protocol.cards import Endpoint, check_card, with_default_capabilities
+from ..protocol.models import AgentCard
+from ..stores import TaskStore
 
-log = logging.getLogger("a2a_flask")
+__all__ = ["A2A", "AgentState"]
 
 WELL_KNOWN_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
-#: Where the public keys of signed pushes are published, under the agent's prefix.
-JWKS_PATH = "/.well-known/jwks.json"
 
 
 def _card_endpoint(path: str) -> str:
     """``/.well-known/agent-card.json`` -> ``agent_card``."""
     return path.rsplit("/", 1)[1].split(".")[0].replace("-", "_")
-
-
-class AgentState:
-    """What ``init_app`` built for one agent in one app."""
-
-    def __init__(self, name: str, settings: Settings, service: AgentService,
-                 renderer: CardRenderer, auth: Authentication,
-                 release_store: Callable[[], None]) -> None:
-        self.name = name
-        #: Who is calling: asked by both bindings before they read a request's body.
-        self.auth = auth
-        self.settings = settings
-        self.service = service
-        self.renderer = renderer
-        self.card_modified = formatdate(usegmt=True)
-        #: Closes the store, or lets go of it where other agents of the app share it.
-        self._release_store = release_store
-        #: The settings given as arguments to ``A2A(...)`` (they win over app.config).
-        self.arguments: FrozenSet[str] = frozenset()
-        #: The URL of the store (``A2A(store=...)`` or ``A2A_STORE``); empty for a store
-        #: object given to ``A2A(...)``.
-        self.store_url = settings.store
-
-    @property
-    def store(self) -> TaskStore:
-        return self.service.store
-
-    def close(self) -> None:
-        """Stop the background keeper and close the store (tests, app shutdown); a store
-        shared with other agents of the app is closed with the last of them."""
-        self.service.runtime.close()
-        if self.service.push is not None:
-            self.service.push.transport.close()
-        self._release_store()
-
-    def card_origin(self) -> CardOrigin:
-        """Where the current request's card points, and what chose it (see
-        :mod:`a2a_flask.web.card_origin`); HTTP 400 for a bad or untrusted ``Host``."""
-        return card_origin(self.settings.public_url, self.settings.url_prefix,
-                           declared=bool(self.renderer.card.supported_interfaces))
-
-    def base_url(self) -> str:
-        """Scheme, host, mount point and prefix clients use to reach this agent."""
-        return self.card_origin().base_url
-
-    def card_response(self) -> Response:
-        """The public card with caching headers; 304 when the client's copy is current."""
-        # Health checks often fetch the card: let them start this worker's keeper too
-        # (it resumes webhook deliveries and reaps orphaned tasks after a restart).
-        self.service.runtime.ensure_keeper()
-        try:
-            origin = self.card_origin()
-        except A2AError as exc:
-            return routes.error_response(exc)
-        rendered = self.renderer.render(origin.base_url, sign=origin.signable)
-        headers = {
-            "Cache-Control": f"public, max-age={self.settings.card_max_age}",
-            "ETag": rendered.etag,
-            "Last-Modified": self.card_modified,
-            "Access-Control-Allow-Origin": "*",
-        }
-        if origin.source is Source.HOST_HEADER:  # a shared cache must keep one per host
-            headers["Vary"] = "Host"
-        if request.if_none_match.contains_weak(rendered.etag.strip('"')):
-            return Response(status=304, headers=headers)
-        return Response(rendered.body, mimetype="application/json", headers=headers)
 
 
 class A2A:
@@ -196,7 +120,8 @@ class A2A:
     # ------------------------------------------------------------ setup
 
     def init_app(self, app: Flask) -> None:
-        """Read config, open the store, and register the agent's routes on ``app``."""
+        """Read config, build the agent (:func:`~a2a_flask.web.assembly.assemble`), and
+        register its routes on ``app``."""
         if self._executor is None:
             raise RuntimeError(f"A2A agent {self.name!r} has no executor; decorate a function "
                                "with @a2a.executor or pass executor=...")
@@ -208,119 +133,22 @@ class A2A:
         check_public_url(settings.public_url)
         if settings.gc_full_every:
             collect_fully_every(settings.gc_full_every)
-        auth = Authentication(self.authenticators, required=settings.auth_required)
-        card = with_security(self.card, auth)
-        auth.declared = card.security_schemes
-        if isinstance(self._store, TaskStore):
-            store, release_store = self._store, self._store.close
-        else:
-            limits = StoreLimits(settings.store_timeout, settings.store_pool_size,
-                                 settings.store_writer_pool_size)
-            store, release_store = _open_shared(app, self._store or settings.store,
-                                                settings.task_ttl, limits)
-        if settings.runner != "inline" and isinstance(store, MemoryStore):
-            raise RuntimeError(
-                f"A2A agent {self.name!r} has A2A_RUNNER={settings.runner} with the memory "
-                "store: its workers run in other processes and must share the task store. "
-                "Set A2A_STORE to sqlite:///path (one host), redis://..., postgresql://... "
-                "or mysql://...")
-        workers = gunicorn_workers()
-        if isinstance(store, MemoryStore) and workers is not None and workers > 1:
-            log.warning(
-                "A2A agent %r uses the memory store under %d gunicorn workers: each worker "
-                "sees only its own tasks, so GetTask, streams and cancels will miss tasks "
-                "run by other workers. Set A2A_STORE to sqlite:///path (one host) or "
-                "redis://host:6379/0 (several hosts).", self.name, workers)
-        executor = self._executor
-
-        def run_in_app(run: Run) -> None:
-            with app.app_context():
-                invoke(executor, run)
-
-        runtime = Runtime(store, run_in_app, cancel_grace=settings.cancel_grace,
-                          close_on_auth_required=settings.close_stream_on_auth_required,
-                          lease_ttl=settings.lease_ttl, task_ttl=settings.task_ttl,
-                          max_history=settings.max_history,
-                          max_task_bytes=settings.max_task_bytes,
-                          store_grace=settings.store_grace)
-        if settings.runner == "celery":
-            from .celery_runner import CeleryRunner
-
-            runtime.runner = CeleryRunner(app, self.name, runtime, celery=self.celery,
-                                          rerun_safe=self._rerun_safe)
-        # In each gunicorn worker: at SIGTERM or HUP, running tasks get the graceful
-        # timeout, then fail with a clear status message (not left to their leases).
-        runtime.process_hooks.append(lambda: on_worker_shutdown(runtime.shutdown))
-        service = AgentService(card, runtime, blocking_timeout=settings.blocking_timeout,
-                               keepalive=settings.sse_keepalive, extended_card=self.extended_card)
-        service.auth_challenge = auth.challenge
-        service.limits = Limits(settings.max_parts, settings.max_file_size,
-                                settings.max_streams_per_caller,
-                                settings.max_anonymous_streams, settings.max_push_configs)
-        renderer = CardRenderer(card, self.endpoints(), self._card_signer(settings, card),
-                                legacy=bool(settings.legacy_card))
-        state = AgentState(self.name, settings, service, renderer, auth, release_store)
-        state.store_url = "" if isinstance(self._store, TaskStore) else str(
-            self._store or settings.store)
-        state.arguments = frozenset([name for name, value in self._overrides.items()
-                                     if value is not None]
-                                    + (["store"] if self._store is not None else []))
-        service.interfaces = lambda: state.renderer.interfaces(state.base_url())
-        service.lenient_version = settings.lenient_version
-        if card.capabilities.push_notifications:
-            self._set_up_push(service, settings)
+        spec = AgentSpec(self.name, self.card, self._executor, self.endpoints(),
+                         store=self._store, extended_card=self.extended_card,
+                         authenticators=self.authenticators, rerun_safe=self._rerun_safe,
+                         celery=self.celery, sender=self,
+                         arguments=tuple(name for name, value in self._overrides.items()
+                                         if value is not None))
+        state = assemble(app, spec, settings)
         registry[self.name] = state
         commands.register(app)
         app.url_map.converters.setdefault("a2aid", routes.IdConverter)
         app.url_map.converters.setdefault("a2apath", routes.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
-        observing.attach(self, app, service, settings.metrics_path)
+        observing.attach(app, settings.metrics_path)
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
             self._register_root_card(app, state)
-
-    @staticmethod
-    def _jwks_url(settings: Settings) -> str:
-        """Where the signing keys are published, when the public URL is known up front."""
-        return settings.public_url + settings.url_prefix + JWKS_PATH if settings.public_url else ""
-
-    def _card_signer(self, settings: Settings, card: AgentCard) -> Any:
-        if settings.card_signing_key is None:
-            return None
-        if not settings.public_url and not card.supported_interfaces:
-            log.warning(
-                "A2A agent %r has A2A_CARD_SIGNING_KEY but no A2A_PUBLIC_URL: its card's "
-                "URLs come from each request, so the card is served unsigned. Set "
-                "A2A_PUBLIC_URL to the agent's public base URL (https://agents.example.com) "
-                "to sign it.", self.name)
-        from ..signing.cards import CardSigner
-
-        return CardSigner(settings.card_signing_key, jwks_url=self._jwks_url(settings))
-
-    def _set_up_push(self, service: AgentService, settings: Settings) -> None:
-        """Webhook delivery with its SSRF guard, retries and (optionally) signatures."""
-        policy = WebhookPolicy(allow_private=settings.push_allow_private,
-                               allowed_hosts=settings.push_allowed_hosts)
-        runtime = service.runtime
-        transport = WebhookTransport(
-            policy, timeout=(min(5.0, settings.push_timeout), settings.push_timeout))
-        transport.prepare()  # not on the first push, in a serving worker
-        signer = None
-        if settings.push_signing_key is not None:
-            from ..signing.pushes import PushSigner
-
-            signer = PushSigner(settings.push_signing_key, jwks_url=self._jwks_url(settings))
-        service.webhook_policy = policy
-        service.push = PushDispatcher(
-            service.store, transport,
-            renderer_for=lambda version: functools.partial(
-                dialects.push_renderer(version), service.stream_context()),
-            owner=runtime.process_owner,
-            retry=RetryPolicy(settings.push_max_attempts, settings.push_retry_delay,
-                              settings.push_retry_max_delay),
-            claim_ttl=settings.lease_ttl, signer=signer, sender=self, log=runtime.log,
-            store_grace=settings.store_grace)
-        runtime.chores.append(service.push.sweep)
 
     def endpoints(self) -> List[Endpoint]:
         """The bindings this agent serves, relative to its prefix."""
@@ -389,39 +217,3 @@ class A2A:
     def store(self, app: Optional[Flask] = None) -> TaskStore:
         """The task store this agent uses in ``app``."""
         return self.state(app).store
-
-
-def _open_shared(app: Flask, url: Any, task_ttl: float,
-                 limits: StoreLimits) -> Tuple[TaskStore, Callable[[], None]]:
-    """The store ``url`` names for an agent of ``app``, and how to let go of it.
-
-    Agents of one app that name the same store share one object: each opening
-    it would keep its own connections and, for shelve, its own index of the
-    file, reading all of it again whenever another one compacts it.  The memory
-    store is not shared: ``memory://`` is each agent's own.  The shared object is
-    closed when the last agent using it lets go.
-    """
-    if not isinstance(url, str) or url.split(":", 1)[0] == "memory":
-        own = open_store(url, task_ttl=task_ttl, limits=limits)
-        return own, own.close
-    shared: Dict[Tuple[str, float, StoreLimits], List[Any]] = app.extensions.setdefault(
-        "a2a_stores", {})
-    key = (url, task_ttl, limits)
-    if key not in shared:
-        shared[key] = [open_store(url, task_ttl=task_ttl, limits=limits), 0]
-    entry = shared[key]
-    entry[1] += 1
-    released = False
-
-    def release() -> None:
-        nonlocal released
-        if released:
-            return
-        released = True
-        entry[1] -= 1
-        if entry[1] == 0:
-            shared.pop(key, None)
-            entry[0].close()
-
-    store: TaskStore = entry[0]
-    return store, release

@@ -3,8 +3,6 @@ setup ``init_app`` asks for.  (REST calls are named by their operation's 1.0
 method, from :mod:`a2a_flask.protocol.operations`, as JSON-RPC calls are.)"""
 from __future__ import annotations
 
-from typing import Any
-
 from flask import Flask, Response
 
 from ..observe import context, otel, prometheus
@@ -12,14 +10,11 @@ from ..observe import context, otel, prometheus
 _metered = False
 
 
-def attach(agent: Any, app: Flask, service: Any, metrics_path: str) -> None:
-    """Observe one agent of ``app``: it sends the task signals, its webhooks are
-    traced, and (once per process) OpenTelemetry metrics when a meter provider is
-    set and (once per app) the Prometheus endpoint at ``metrics_path`` (empty: none)."""
+def attach(app: Flask, metrics_path: str) -> None:
+    """Observe the agents of ``app``: the log context, (once per process) OpenTelemetry
+    metrics when a meter provider is set, and (once per app) the Prometheus endpoint
+    at ``metrics_path`` (empty: none)."""
     global _metered
-    service.runtime.sender = agent
-    if service.push is not None:
-        service.push.transport = otel.TracedTransport(service.push.transport)
     context.install()  # the loggers of every module imported by now
     if not _metered:
         _metered = True

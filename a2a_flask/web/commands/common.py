@@ -61,7 +61,7 @@ def app_in_context() -> Flask:
 
 
 def agents() -> Dict[str, Any]:
-    """The app's agents by name (:class:`~a2a_flask.web.extension.AgentState`)."""
+    """The app's agents by name (:class:`~a2a_flask.web.agent_state.AgentState`)."""
     found: Dict[str, Any] = app_in_context().extensions.get("a2a", {})
     if not found:
         raise Failure("this app has no A2A agent (no A2A(...).init_app(app) ran)")

@@ -1,0 +1,153 @@
+"""Writing to a task: every change is a commit of events to its log.
+
+:class:`TaskWriter` appends the events a change makes from the task as it is
+stored (compare-and-set on the sequence number: a stale view is judged again on
+the fresh record), trims the history to ``max_history``, refuses growth past
+``max_task_bytes`` (:mod:`.budget`), and records failures, including those the
+store was down to take (the keeper retries them).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+from ..observe import tasks as observe
+from ..protocol.codec import encode
+from ..protocol.errors import TaskNotFoundError
+from ..protocol.events import Event
+from ..protocol.models import Message, Part, Role, TaskStatus, TaskStatusUpdateEvent, new_id, utc_now
+from ..stores.base import SequenceConflict, TaskRecord, TaskStore, finishes
+from .budget import growth, message_size, needs_folded, task_size, too_large
+from .states import Change, transition
+
+
+def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message:
+    """A one-part text message from the agent."""
+    return Message(message_id=new_id(), role=Role.AGENT, parts=[Part(text=text)],
+                   task_id=task_id, context_id=context_id)
+
+
+class TaskWriter:
+    """Commits changes to the tasks of one agent's store."""
+
+    def __init__(self, store: TaskStore, *, sender: Any = None, max_history: int = 0,
+                 max_task_bytes: int = 0, store_grace: float = 0.0) -> None:
+        self.store = store
+        #: The sender of the task signals (the A2A extension object).
+        self.sender = sender
+        #: Messages a task's history keeps (0: all); the log keeps every event anyway.
+        self.max_history = max_history
+        #: Most bytes of content a task may hold (0: no limit); see :mod:`.budget`.
+        self.max_task_bytes = max_task_bytes
+        #: Seconds a run's writes, and its followers' reads, ride out a store outage
+        #: (``A2A_STORE_GRACE``; 0: the first failure stops them).
+        self.store_grace = store_grace
+        #: Task id -> status text of failures the store was down to record.
+        self._unrecorded: Dict[str, str] = {}
+
+    def commit(self, task_id: str, build: Callable[[TaskRecord], List[Event]],
+               known: Optional[TaskRecord] = None, *, caller: bool = False) -> TaskRecord:
+        """Append the events ``build`` makes from the latest record; retry on conflicts.
+
+        ``known`` is the record as the caller last saw it (a run's own
+        record): tried first, so an executor's chunk costs no load; the
+        store's sequence check sends a stale one back here for a reload.
+        Raises :class:`~a2a_flask.errors.TaskTooLargeError` when the
+        events would take the task past ``max_task_bytes`` (with a violation
+        on ``message.parts`` when ``caller``: they carry a caller's message).
+        """
+        while True:
+            fresh = known is None
+            record, known = (self.store.load(task_id) if fresh else known), None
+            if record is None:
+                raise TaskNotFoundError(metadata={"taskId": task_id})
+            try:
+                events = build(record)
+                if not events:
+                    return record
+                after = self._after(record, events, caller)
+            except Exception:
+                if fresh:
+                    raise
+                continue  # judged on a stale record: judge again on the stored one
+            try:
+                self.store.append(task_id, record.seq, events, after)
+            except SequenceConflict:
+                continue
+            observe.committed(self.sender, record.state, after.outline, record.created_at)
+            return after
+
+    def landed(self, task_id: str, seq: int, events: List[Event]) -> bool:
+        """Whether the log holds exactly ``events`` right after ``seq``: an append
+        whose answer was lost (the connection dropped after the commit) was written."""
+        stored = list(self.store.entries(task_id, seq, through=seq + len(events)))
+        return len(stored) == len(events) and all(
+            encode(entry.event) == encode(event) for entry, event in zip(stored, events))
+
+    def _after(self, record: TaskRecord, events: List[Event], caller: bool) -> TaskRecord:
+        """The record after ``events``: its history trimmed to ``max_history``, and
+        refused if it would hold more than ``max_task_bytes`` (unless the events
+        finish the task, which happens once, or leave it no larger)."""
+        limit = self.max_task_bytes
+        before = 0
+        added: Optional[int] = None
+        if limit:
+            if record.held is None:
+                record.held = task_size(record.task)
+            before = record.held
+            # The whole task when there is nothing to fold (or an artifact is replaced).
+            whole = needs_folded(events) or not record.unfolded
+            added = growth(record.task if whole else record.outline, events, whole=whole)
+        after = record.after(events)
+        dropped: List[Message] = []
+        if self.max_history and len(after.outline.history) > self.max_history:
+            history = after.task.history
+            dropped = history[:-self.max_history]
+            after.task = dataclasses.replace(after.task, history=history[-self.max_history:])
+        if limit:
+            held = (task_size(after.task) if added is None
+                    else before + added - sum(message_size(message) for message in dropped))
+            if held > limit and held > before and not finishes(events):
+                raise too_large(held, limit, caller=caller)
+            after.held = held
+        return after
+
+    def check_message_size(self, message: Message) -> None:
+        """Refuse a caller's message that alone holds more than a task may
+        (``max_task_bytes``), before it starts or changes anything; what a message
+        adds to an existing task is checked as it is appended (:meth:`commit`)."""
+        limit = self.max_task_bytes
+        if limit:
+            size = message_size(message)
+            if size > limit:
+                raise too_large(size, limit, caller=True)
+
+    def fail(self, task_id: str, text: str) -> Optional[TaskRecord]:
+        """Move a task that is not finished to FAILED with ``text`` as the status message
+        (interrupted tasks too); a finished or missing task stays as it is."""
+        def build(current: TaskRecord) -> List[Event]:
+            state = transition(current.state, Change.FAIL)
+            if state is None:
+                return []
+            message = agent_message(text, task_id, current.task.context_id)
+            status = TaskStatus(state=state, message=message, timestamp=utc_now())
+            return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
+
+        try:
+            return self.commit(task_id, build)
+        except TaskNotFoundError:
+            return None
+
+    def fail_later(self, task_id: str, text: str) -> None:
+        """A run stopped because the store was down: its failure is recorded as soon as
+        the store answers again (:meth:`record_missed_failures`, each keeper round)
+        instead of being left to its lease."""
+        self._unrecorded[task_id] = text
+
+    def record_missed_failures(self) -> Iterator[str]:
+        """Record the failures :meth:`fail_later` kept, yielding each task id once
+        recorded; a store still down raises and keeps the rest for the next call."""
+        for task_id, text in list(self._unrecorded.items()):
+            self.fail(task_id, text)
+            del self._unrecorded[task_id]
+            yield task_id
