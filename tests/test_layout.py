@@ -142,3 +142,42 @@ def test_the_layer_check_sees_relative_and_submodule_imports():
     edges: List[Tuple[str, str]] = [(n, t) for n, ts in GRAPH.items() for t in ts]
     assert ("a2a_flask.web.rest", "a2a_flask.web.rest03") in edges
     assert ("a2a_flask.dialects.v01", "a2a_flask.dialects.v03") in edges
+
+
+#: The engine's long-lived objects: built through their constructors (web/assembly.py),
+#: never wired by setting attributes on them from outside.
+WIRED = {"service", "runtime", "writer", "runs", "keeper", "following", "push"}
+
+
+def attribute_wiring(source: str) -> List[str]:
+    """Assignments ``<...>.service.x = ...`` (any name of :data:`WIRED` on the path, not
+    reached through ``self``) in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                   else [])
+        for target in targets:
+            if not isinstance(target, ast.Attribute):
+                continue
+            path, value = [], target.value
+            while isinstance(value, ast.Attribute):
+                path.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name) and value.id != "self":
+                path.append(value.id)
+            if WIRED & set(path):
+                found.append(f"line {node.lineno}: {ast.unparse(target)}")
+    return found
+
+
+def test_the_object_graph_is_built_through_constructors():
+    wired = {name: found for name, path in MODULES.items()
+             if (found := attribute_wiring(path.read_text()))}
+    assert wired == {}
+
+
+def test_the_wiring_check_sees_attributes_set_from_outside():
+    assert attribute_wiring("service.push = p\nstate.service.runtime.runner = r\n"
+                            "self.push = p\nrun.worker = w\n") == [
+        "line 1: service.push", "line 2: state.service.runtime.runner"]
