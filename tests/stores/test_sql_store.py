@@ -20,7 +20,8 @@ from a2a_flask.protocol.models import TaskState
 from a2a_flask.stores import StoreError, open_store
 
 from tests.conftest import SQL_STORES, drop_sql_database, make_card, sql_admin, sql_test_url
-from tests.support.helpers import rpc, user_message
+from tests.support.helpers import user_message
+from tests.support.wire import rpc
 from tests.stores.test_stores import append, create, status_event, user_turn
 
 sa = pytest.importorskip("sqlalchemy")

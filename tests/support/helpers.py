@@ -36,16 +36,6 @@ def user_message(text: str = "hello", message_id: str = "m-1", **extra: Any) -> 
     return message
 
 
-def rpc(client, method: str, params: Any = None, *, headers: Optional[dict] = None,
-        path: str = "/a2a", request_id: Any = 1) -> Dict[str, Any]:
-    """Call a JSON-RPC method through the Flask test client and return the decoded body."""
-    response = client.post(path, json=rpc_body(method, params, request_id),
-                           headers={**V1, **(headers or {})})
-    assert response.status_code == 200, response.data
-    assert response.mimetype == "application/json", response.mimetype
-    return response.get_json()
-
-
 def parse_sse(text: str) -> List[Dict[str, Any]]:
     """SSE events as dicts: ``{"id", "event", "data" (decoded JSON)}``; comments dropped."""
     events = []
@@ -65,17 +55,6 @@ def parse_sse(text: str) -> List[Dict[str, Any]]:
             fields["data"] = json.loads("\n".join(data_lines))
             events.append(fields)
     return events
-
-
-def stream(client, method: str, params: Any, *, headers: Optional[dict] = None,
-           path: str = "/a2a") -> List[Dict[str, Any]]:
-    """Run a streaming method through the test client; every SSE event, in order."""
-    response = client.post(path, json=rpc_body(method, params), headers={**V1, **(headers or {})})
-    assert response.status_code == 200
-    if response.mimetype == "application/json":
-        return [{"data": response.get_json()}]
-    assert response.mimetype == "text/event-stream"
-    return parse_sse(response.get_data(as_text=True))
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str) -> Any:

@@ -20,7 +20,8 @@ from a2a_flask.config import Settings, config_key, field_default, field_types, k
 from a2a_flask.web.extension import AgentState
 
 from tests.conftest import echo, make_card
-from tests.support.helpers import V1, rpc, rpc_body, user_message
+from tests.support.helpers import V1, rpc_body, user_message
+from tests.support.wire import rpc
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")

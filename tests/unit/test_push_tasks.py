@@ -32,7 +32,8 @@ from a2a_flask.push.transport import WebhookResponse
 from a2a_flask.stores import MemoryStore
 from a2a_flask.stores.base import Event, PushTarget, TaskRecord
 
-from tests.support.helpers import WebhookReceiver, rpc
+from tests.support.helpers import WebhookReceiver
+from tests.support.wire import rpc
 from tests.web.test_push import FAST, PUSH, V03, _dispatcher, _RecordingTransport, result
 
 TASK = "t1"

@@ -45,7 +45,8 @@ from a2a_flask.stores import MemoryStore, ShelveStore
 from a2a_flask.stores.base import SequenceConflict, TaskRecord
 from a2a_flask.stores.frozen import freeze_task, thaw_task
 
-from tests.support.helpers import stream, user_message
+from tests.support.helpers import user_message
+from tests.support.wire import stream
 
 S = TaskState
 TERMINAL = [S.COMPLETED, S.FAILED, S.CANCELED, S.REJECTED]

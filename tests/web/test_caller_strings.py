@@ -19,7 +19,8 @@ from a2a_flask.protocol.models import new_id
 from a2a_flask.stores.base import TaskQuery
 
 from tests.conftest import drop_sql_database, echo, make_card, sql_test_url
-from tests.support.helpers import V1, Server, rpc, rpc_body
+from tests.support.helpers import V1, Server, rpc_body
+from tests.support.wire import mimetype, post, rpc
 
 V03 = {"A2A-Version": "0.3"}
 HOSTILE = {"long": "t" * 300, "CR/LF": "evil\r\nINFO forged line", "NUL": "a\x00b",
@@ -97,7 +98,9 @@ def test_a_caller_id_no_store_could_hold_is_a_server_error_not_a_task(caller, ca
     app = Flask("callers")
     A2A(app, card=make_card(), executor=echo, store="memory://", auth=lambda: caller)
     client = app.test_client()
-    answer = rpc(client, "SendMessage", {"message": message()})
+    response = post(client, "SendMessage", {"message": message()})
+    assert response.status_code == 200 and mimetype(response) == "application/json"
+    answer = response.json()  # (its id is null, not the request's: not checked here)
     assert answer["error"]["code"] == -32603
     assert "Principal id must be at most 255 characters" in caplog.text
     assert task_count(app) == 0

@@ -30,17 +30,9 @@ from a2a_flask.engine.service import CallContext
 
 from tests.conftest import echo, make_card
 from tests.support.helpers import (
-    ALICE,
-    LEGACY_CARD_MEMBERS,
-    V1,
-    bearer_auth,
-    card_v1_view,
-    rpc,
-    rpc_body,
-    user_message,
-    validate,
-    validate_card,
-)
+    ALICE, LEGACY_CARD_MEMBERS, V1, bearer_auth, card_v1_view, rpc_body, user_message, validate,
+    validate_card)
+from tests.support.wire import rpc
 
 CARD_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"

@@ -25,7 +25,8 @@ from a2a_flask.client.card import origin, warn_other_origin
 from a2a_flask.protocol.cards import CardRenderer
 
 from tests.conftest import echo, make_card
-from tests.support.helpers import ALICE, Server, bearer_auth, free_port, rpc, validate_card
+from tests.support.helpers import ALICE, Server, bearer_auth, free_port, validate_card
+from tests.support.wire import rpc
 
 CARD = "/.well-known/agent-card.json"
 EVIL = {"Host": "evil.example"}

@@ -13,7 +13,8 @@ from a2a_flask import Artifact, Message, Part, Role, TaskState
 from a2a_flask.engine.states import TaskClosedError
 
 from tests.conftest import make_card
-from tests.support.helpers import V1, parse_sse, rpc, rpc_body, user_message, validate
+from tests.support.helpers import V1, parse_sse, rpc_body, user_message, validate
+from tests.support.wire import rpc
 
 COMPLETED = "TASK_STATE_COMPLETED"
 

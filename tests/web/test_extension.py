@@ -15,7 +15,8 @@ from a2a_flask import A2A, MemoryStore, ShelveStore, StoreUnavailable
 from a2a_flask.web.extension import AgentState
 
 from tests.conftest import echo, make_card
-from tests.support.helpers import V1, parse_sse, rpc, rpc_body, user_message, validate, validate_card
+from tests.support.helpers import V1, parse_sse, rpc_body, user_message, validate, validate_card
+from tests.support.wire import rpc
 
 CARD_PATH = "/.well-known/agent-card.json"
 

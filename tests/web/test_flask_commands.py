@@ -20,7 +20,8 @@ from a2a_flask.web.commands import tasks as task_commands
 
 from tests.conftest import (REDIS_URL, drop_redis_prefix, drop_sql_database, make_card, redis_up,
                             sql_test_url)
-from tests.support.helpers import ROOT, Server, WebhookReceiver, rpc, stream, user_message, wait_until
+from tests.support.helpers import ROOT, Server, WebhookReceiver, user_message, wait_until
+from tests.support.wire import rpc, stream
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -26,7 +26,8 @@ from a2a_flask import A2A
 from a2a_flask.web.inspector import CONTENT_SECURITY_POLICY, make_inspector
 
 from tests.conftest import make_card, require
-from tests.support.helpers import V1, Server, rpc
+from tests.support.helpers import V1, Server
+from tests.support.wire import rpc
 
 PACKAGE = Path(a2a_flask.web.inspector.__file__).resolve().parent
 ASSETS = [PACKAGE / "static" / "inspector.js", PACKAGE / "static" / "inspector.css",

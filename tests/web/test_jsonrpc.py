@@ -20,7 +20,8 @@ from flask.testing import FlaskClient
 from a2a_flask import AgentCapabilities, AgentExtension
 
 from tests.conftest import make_card
-from tests.support.helpers import V1, rpc, rpc_body, user_message, validate
+from tests.support.helpers import V1, rpc_body, user_message, validate
+from tests.support.wire import rpc
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"

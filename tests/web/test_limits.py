@@ -18,7 +18,8 @@ from a2a_flask.stores import MemoryStore
 from a2a_flask.stores.base import TaskQuery
 
 from tests.conftest import make_card
-from tests.support.helpers import ALICE, BOB, V1, Gate, Server, bearer_auth, rpc, rpc_body
+from tests.support.helpers import ALICE, BOB, V1, Gate, Server, bearer_auth, rpc_body
+from tests.support.wire import rpc
 
 
 def message(text: str = "hi", **extra):

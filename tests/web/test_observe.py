@@ -15,7 +15,9 @@ from blinker import NamedSignal
 from a2a_flask import signals
 from a2a_flask.client import A2AClient
 
-from tests.support.helpers import ROOT, V1, Server, WebhookReceiver, rpc, rpc_body, user_message, wait_until
+from tests.support.helpers import (
+    ROOT, V1, Server, WebhookReceiver, rpc_body, user_message, wait_until)
+from tests.support.wire import rpc
 
 pytest.importorskip("opentelemetry.sdk")
 prometheus_client = pytest.importorskip("prometheus_client")

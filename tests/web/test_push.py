@@ -35,7 +35,8 @@ from a2a_flask.stores import MemoryStore, SQLiteStore
 from a2a_flask.stores.base import PushTarget, TaskRecord
 
 from tests.conftest import make_card
-from tests.support.helpers import Gate, WebhookReceiver, rpc, validate, wait_until, wait_until_delivered
+from tests.support.helpers import Gate, WebhookReceiver, validate, wait_until, wait_until_delivered
+from tests.support.wire import rpc
 
 PUSH = dict(card=make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True)))
 FAST = dict(push_allow_private=True, push_retry_delay=0.05, push_retry_max_delay=0.2,

@@ -16,7 +16,8 @@ from a2a_flask import AgentCapabilities
 from a2a_flask.push.guard import header_value_problem
 
 from tests.conftest import make_card
-from tests.support.helpers import V1, WebhookReceiver, rpc, rpc_body
+from tests.support.helpers import V1, WebhookReceiver, rpc_body
+from tests.support.wire import rpc
 
 V03 = {"A2A-Version": "0.3"}
 HOOK = "https://hooks.example.com/h"

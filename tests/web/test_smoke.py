@@ -1,5 +1,6 @@
 """A first end-to-end pass through the test client, per store."""
-from tests.support.helpers import rpc, stream, user_message, validate
+from tests.support.helpers import user_message, validate
+from tests.support.wire import rpc, stream
 
 
 def test_send_message_completes_with_echo_artifact(client):

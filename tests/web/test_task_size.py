@@ -35,7 +35,8 @@ from a2a_flask.stores import MemoryStore, SQLiteStore, StoreError
 from a2a_flask.stores import redis as redis_store
 from a2a_flask.stores.base import TaskRecord
 
-from tests.support.helpers import Server, rpc, user_message
+from tests.support.helpers import Server, user_message
+from tests.support.wire import rpc
 from tests.stores.test_stores import append, create, open_store, stored_snapshot_seq, user_turn
 
 S = TaskState

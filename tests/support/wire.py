@@ -1,0 +1,97 @@
+"""The suite's one way to send a JSON-RPC request to an app in-process and read the answer.
+
+Everything goes through :class:`a2a_flask.testing.A2ATestClient` (its ``rpc`` and its
+session, which hands each request to the app as a server would), so what a test sees is
+what a client on the wire sees.  ``target`` is the app or its Flask test client; ``path``
+picks the agent by its endpoint (``/a2a`` by default).
+
+* :func:`post`: the raw answer (a ``requests.Response``), for tests of statuses and headers;
+* :func:`rpc`: a JSON answer, checked (200, JSON, the envelope echoing our id), decoded;
+* :func:`stream`: the events of a streaming answer, decoded.
+"""
+from __future__ import annotations
+
+import weakref
+from urllib.parse import urljoin, urlsplit
+from typing import Any, Dict, List, Optional, Union
+
+import requests
+from flask import Flask
+from flask.testing import FlaskClient
+
+from a2a_flask.testing import BASE_URL, A2ATestClient
+
+from .helpers import parse_sse
+
+Target = Union[Flask, FlaskClient]
+
+#: One test client per app and endpoint: reading the card once, not per request.
+_AGENTS: "weakref.WeakKeyDictionary[Flask, Dict[str, A2ATestClient]]" = \
+    weakref.WeakKeyDictionary()
+
+
+def agent(target: Target, path: str = "/a2a") -> A2ATestClient:
+    """The :class:`A2ATestClient` of the agent whose JSON-RPC endpoint is ``path`` (a
+    path or a URL; any agent of the app when none is: its session reaches the whole app)."""
+    app = target if isinstance(target, Flask) else target.application
+    agents = _AGENTS.setdefault(app, {})
+    if path not in agents:
+        states = app.extensions["a2a"]
+        wanted = urlsplit(path).path.rstrip("/")
+        name = next((n for n, s in states.items() if s.settings.url_prefix.rstrip("/") == wanted),
+                    next(iter(states)))
+        agents[path] = A2ATestClient(app, name)
+    return agents[path]
+
+
+def mimetype(response: requests.Response) -> str:
+    """The media type of an answer, without its parameters."""
+    return response.headers.get("Content-Type", "").partition(";")[0].strip().lower()
+
+
+def post(target: Target, method: str, params: Any = None, *, version: Optional[str] = "1.0",
+         headers: Optional[Dict[str, str]] = None, path: str = "/a2a", request_id: Any = 1,
+         query: Optional[Dict[str, str]] = None, body: Any = None,
+         stream: bool = False) -> requests.Response:
+    """Send ``method`` with ``params`` (or ``body``, any JSON, as it is) and return the
+    raw answer.  ``version=None`` sends no ``A2A-Version`` header (a 0.x client);
+    ``query`` goes in the URL; ``stream=True`` leaves the body to be read as it comes."""
+    client = agent(target, path)
+    url = urljoin(BASE_URL, path)
+    if url == client.rpc_url and body is None and query is None:
+        return client.rpc(method, params, version=version, headers=headers,
+                          request_id=request_id, stream=stream)
+    if body is None:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            body["params"] = params
+    sent = {} if version is None else {"A2A-Version": version}
+    sent.update(headers or {})
+    return client.session.post(url, json=body, headers=sent, params=query,
+                               stream=stream)
+
+
+def rpc(target: Target, method: str, params: Any = None, **options: Any) -> Dict[str, Any]:
+    """:func:`post`, then check that the answer is a 200 JSON-RPC response echoing our
+    id, and return it decoded."""
+    response = post(target, method, params, **options)
+    assert response.status_code == 200, response.text[:500]
+    assert mimetype(response) == "application/json", (mimetype(response), response.text[:500])
+    answer = response.json()
+    sent_id = options["body"].get("id") if isinstance(options.get("body"), dict) else \
+        options.get("request_id", 1)
+    assert answer["jsonrpc"] == "2.0" and answer["id"] == sent_id, answer
+    return answer
+
+
+def stream(target: Target, method: str, params: Any = None,
+           **options: Any) -> List[Dict[str, Any]]:
+    """:func:`post` a streaming method; every SSE event in order (``{"id", "event",
+    "data"}``), or the one JSON answer as ``[{"data": answer}]`` when it is not a stream."""
+    response = post(target, method, params, **options)
+    assert response.status_code == 200, response.text[:500]
+    if mimetype(response) == "application/json":
+        return [{"data": response.json()}]
+    assert mimetype(response) == "text/event-stream", (mimetype(response), response.text[:500])
+    return parse_sse(response.text)
+
