@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import copy
+import functools
 import threading
 import time
 import uuid
@@ -23,7 +24,9 @@ from a2a_flask import A2A, AgentCapabilities, AgentInterface, Part
 from a2a_flask.protocol.models import SecurityRequirement, StringList
 
 from tests.conftest import make_card
-from tests.support.helpers import ALICE, Gate, bearer_auth, card_v1_view, parse_sse, rpc_body, validate
+from tests.support import wire
+from tests.support.helpers import ALICE, Gate, bearer_auth, card_v1_view, parse_sse, validate
+from tests.support.wire import mimetype
 
 PUSH = AgentCapabilities(streaming=True, push_notifications=True)
 ANY_INPUT = ["*/*"]
@@ -127,23 +130,9 @@ def push_client(make_app, store_url):
 # ------------------------------------------------------------------ wire helpers
 
 
-def post(client, method: str, params: Any = None, *, version: Optional[str] = None,
-         headers: Optional[dict] = None, buffered: bool = True, query: str = ""):
-    """POST a JSON-RPC request as a 0.x client would: no A2A-Version unless ``version``."""
-    sent = dict(headers or {})
-    if version is not None:
-        sent["A2A-Version"] = version
-    return client.post("/a2a" + query, json=rpc_body(method, params), headers=sent,
-                       buffered=buffered)
-
-
-def call(client, method: str, params: Any = None, **kwargs: Any) -> Dict[str, Any]:
-    response = post(client, method, params, **kwargs)
-    assert response.status_code == 200, response.data
-    assert response.mimetype == "application/json", response.get_data(as_text=True)[:500]
-    body = response.get_json()
-    assert body["jsonrpc"] == "2.0" and body["id"] == 1, body
-    return body
+#: Requests as a 0.x client sends them: no A2A-Version header unless ``version=``.
+post = functools.partial(wire.post, version=None)
+call = functools.partial(wire.rpc, version=None)
 
 
 def v03(body: Dict[str, Any], definition: str, *, v02: bool = True) -> Dict[str, Any]:
@@ -189,8 +178,8 @@ def reason(err: Dict[str, Any]) -> str:
 def read_sse(response) -> List[Dict[str, Any]]:
     """Every event of an SSE response (each a JSON-RPC response with our request id)."""
     assert response.status_code == 200
-    assert response.mimetype == "text/event-stream", response.get_data(as_text=True)[:500]
-    events = parse_sse(response.get_data(as_text=True))
+    assert mimetype(response) == "text/event-stream", response.text[:500]
+    events = parse_sse(response.text)
     for event in events:
         assert event["data"]["jsonrpc"] == "2.0" and event["data"]["id"] == 1, event
         assert "id" in event
@@ -445,7 +434,7 @@ def test_v03_tasks_resubscribe_live_task_snapshot_then_events(client):
     with gate() as key:
         task = task03(client, f"gate {key}", {"blocking": False})
         wait_state(client, task["id"], {"working"})
-        response = post(client, "tasks/resubscribe", {"id": task["id"]}, buffered=False)
+        response = post(client, "tasks/resubscribe", {"id": task["id"]}, stream=True)
         release(key)
         events = read_sse(response)
     for event in events:
@@ -470,8 +459,8 @@ def test_v03_tasks_resubscribe_with_last_event_id_replays_the_rest(client):
 def error_event(response) -> Dict[str, Any]:
     """The one event of a stream that failed before its first result: a JSON-RPC error."""
     assert response.status_code == 200
-    assert response.mimetype == "text/event-stream", response.get_data(as_text=True)[:500]
-    events = parse_sse(response.get_data(as_text=True))
+    assert mimetype(response) == "text/event-stream", response.text[:500]
+    events = parse_sse(response.text)
     # A plain data event, as 0.3 servers send it (no "event: error" name).
     assert len(events) == 1 and "event" not in events[0], events
     body = events[0]["data"]
@@ -602,7 +591,7 @@ def test_v03_get_authenticated_extended_card(store_url):
         assert public["security"] == [{"bearer": []}]
         assert public["securitySchemes"]["bearer"]["type"] == "http"
         denied = post(client, "agent/getAuthenticatedExtendedCard")
-        assert denied.status_code == 401 and denied.get_json()["error"]["code"] == -32040
+        assert denied.status_code == 401 and denied.json()["error"]["code"] == -32040
         body = v03(call(client, "agent/getAuthenticatedExtendedCard", headers=ALICE),
                    "GetAuthenticatedExtendedCardResponse", v02=False)
         card = result(body)
@@ -700,7 +689,7 @@ def test_v01_tasks_get_cancel_of_a_live_task(client):
     task_id = new_id()
     with gate() as key:
         response = post(client, "tasks/sendSubscribe",
-                        {"id": task_id, "message": msg01(f"gate {key}")}, buffered=False)
+                        {"id": task_id, "message": msg01(f"gate {key}")}, stream=True)
         live = wait_state(client, task_id, {"working"})
         v01({"jsonrpc": "2.0", "id": 1, "result": live}, "GetTaskResponse")
         assert live["id"] == task_id and "kind" not in live
@@ -719,9 +708,9 @@ def test_v01_tasks_resubscribe_live_task(client):
     task_id = new_id()
     with gate() as key:
         original = post(client, "tasks/sendSubscribe",
-                        {"id": task_id, "message": msg01(f"gate {key}")}, buffered=False)
+                        {"id": task_id, "message": msg01(f"gate {key}")}, stream=True)
         wait_state(client, task_id, {"working"})
-        response = post(client, "tasks/resubscribe", {"id": task_id}, buffered=False)
+        response = post(client, "tasks/resubscribe", {"id": task_id}, stream=True)
         release(key)
         events = read_sse(response)
         read_sse(original)
@@ -746,7 +735,7 @@ def test_v01_resubscribe_with_last_event_id_keeps_artifact_indexes(client):
 def test_v01_resubscribe_to_input_required_task_marks_only_the_last_event_final(client):
     task_id = new_id()
     send01(client, task_id, "ask")
-    response = post(client, "tasks/resubscribe", {"id": task_id}, buffered=False)
+    response = post(client, "tasks/resubscribe", {"id": task_id}, stream=True)
     answer = threading.Timer(0.3, send01, args=(client, task_id, "Rome"))
     answer.start()
     try:
@@ -861,7 +850,7 @@ def test_shared_cancel_answers_in_the_dialect_of_the_task(client):
     with gate() as key_old, gate() as key_new:
         old_id = new_id()
         response = post(client, "tasks/sendSubscribe",
-                        {"id": old_id, "message": msg01(f"gate {key_old}")}, buffered=False)
+                        {"id": old_id, "message": msg01(f"gate {key_old}")}, stream=True)
         new = task03(client, f"gate {key_new}", {"blocking": False})
         wait_state(client, old_id, {"working"})
         wait_state(client, new["id"], {"working"})
@@ -946,9 +935,9 @@ def test_negotiation_table_row(make_app, version, method, expected):
 
 def test_negotiation_query_parameter_names_the_version(make_app):
     client = make_app(lab).test_client()
-    body = call(client, "SendMessage", send_1_0_params(), query="?A2A-Version=1.0")
+    body = call(client, "SendMessage", send_1_0_params(), query={"A2A-Version": "1.0"})
     assert served_as(body) == "1.0"
-    body = call(client, "message/send", {"message": msg03("hi")}, query="?A2A-Version=0.3")
+    body = call(client, "message/send", {"message": msg03("hi")}, query={"A2A-Version": "0.3"})
     assert served_as(body) == "0.3"
 
 

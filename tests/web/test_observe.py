@@ -17,7 +17,6 @@ from a2a_flask.client import A2AClient
 
 from tests.support.helpers import (
     ROOT, V1, Server, WebhookReceiver, rpc_body, user_message, wait_until)
-from tests.support.wire import rpc
 
 pytest.importorskip("opentelemetry.sdk")
 prometheus_client = pytest.importorskip("prometheus_client")
@@ -450,7 +449,6 @@ def test_under_the_flask_instrumentation_there_is_one_server_span():
 def test_the_grafana_dashboard_graphs_metrics_that_exist():
     import json
     import re
-    from pathlib import Path
 
     from a2a_flask.observe import prometheus
 
