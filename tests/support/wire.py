@@ -7,7 +7,7 @@ picks the agent by its endpoint (``/a2a`` by default).
 
 * :func:`post`: the raw answer (a ``requests.Response``), for tests of statuses and headers;
 * :func:`rpc`: a JSON answer, checked (200, JSON, the envelope echoing our id), decoded;
-* :func:`stream`: the events of a streaming answer, decoded.
+* :func:`stream` and :func:`sse`: the events of a streaming answer, decoded.
 """
 from __future__ import annotations
 
@@ -84,14 +84,19 @@ def rpc(target: Target, method: str, params: Any = None, **options: Any) -> Dict
     return answer
 
 
-def stream(target: Target, method: str, params: Any = None,
-           **options: Any) -> List[Dict[str, Any]]:
-    """:func:`post` a streaming method; every SSE event in order (``{"id", "event",
-    "data"}``), or the one JSON answer as ``[{"data": answer}]`` when it is not a stream."""
-    response = post(target, method, params, **options)
+def sse(response: requests.Response) -> List[Dict[str, Any]]:
+    """Every event of a streamed answer (``{"id", "event", "data"}``), after checking
+    that it is one: 200, ``text/event-stream``."""
     assert response.status_code == 200, response.text[:500]
-    if mimetype(response) == "application/json":
-        return [{"data": response.json()}]
     assert mimetype(response) == "text/event-stream", (mimetype(response), response.text[:500])
     return parse_sse(response.text)
 
+
+def stream(target: Target, method: str, params: Any = None,
+           **options: Any) -> List[Dict[str, Any]]:
+    """:func:`post` a streaming method; every SSE event in order, or the one JSON
+    answer as ``[{"data": answer}]`` when it is not a stream."""
+    response = post(target, method, params, **options)
+    if response.status_code == 200 and mimetype(response) == "application/json":
+        return [{"data": response.json()}]
+    return sse(response)

@@ -24,6 +24,7 @@ import ast
 import base64
 import copy
 import dataclasses
+import functools
 import json
 import re
 import uuid
@@ -35,7 +36,9 @@ from flask import Flask
 
 from a2a_flask import A2A
 
+from tests.support import wire
 from tests.support.helpers import DATA, card_v1_view, parse_sse, rpc_body, validate
+from tests.support.wire import mimetype
 from tests.web.test_dialects import error as failed
 from tests.web.test_dialects import result as ok
 from tests.web.test_dialects import v01
@@ -94,24 +97,14 @@ def close_app(app: Flask) -> None:
     getattr(state, "close", state.store.close)()
 
 
-def post(client, method: str, params: Any, headers: Optional[dict] = None, body: Any = None):
-    return client.post("/a2a", json=body if body is not None else rpc_body(method, params),
-                       headers=headers or {})
+#: Requests as the seeds' clients send them: no A2A-Version header unless in ``headers``;
+#: a raw answer is left to be read as it comes (a stream may stay open).
+post = functools.partial(wire.post, version=None, stream=True)
+call = functools.partial(wire.rpc, version=None)
 
 
-def call(client, method: str, params: Any = None, headers: Optional[dict] = None,
-         body: Any = None) -> Dict[str, Any]:
-    response = post(client, method, params, headers, body)
-    assert response.status_code == 200 and response.mimetype == "application/json", response.data
-    return response.get_json()
-
-
-def events(client, method: str, params: Any, headers: Optional[dict] = None,
-           body: Any = None) -> List[Dict[str, Any]]:
-    response = post(client, method, params, headers, body)
-    assert response.status_code == 200
-    assert response.mimetype == "text/event-stream", response.get_data(as_text=True)[:500]
-    return [e["data"] for e in parse_sse(response.get_data(as_text=True))]
+def events(client, method: str, params: Any, **options: Any) -> List[Dict[str, Any]]:
+    return [e["data"] for e in wire.sse(post(client, method, params, **options))]
 
 
 def msg01(text: str = "hi", message_id: Optional[str] = None, **extra: Any) -> Dict[str, Any]:
@@ -142,7 +135,7 @@ def msg1(text: str = "hi", message_id: Optional[str] = None, **extra: Any) -> Di
 
 
 def send1(client, message: Dict[str, Any], **params: Any) -> Dict[str, Any]:
-    result = ok(call(client, "SendMessage", {"message": message, **params}, V1))
+    result = ok(call(client, "SendMessage", {"message": message, **params}, headers=V1))
     validate(result, "Send Message Response")
     return result
 
@@ -269,11 +262,11 @@ def check_000_resubscribe(client, example: str) -> None:
     task_id = live_01_task(client)
     try:
         response = post(client, "tasks/resubscribe", {"id": task_id})
-        assert response.mimetype == "text/event-stream", response.get_data(as_text=True)
+        assert mimetype(response) == "text/event-stream", response.text
     finally:
         call(client, "tasks/cancel", {"id": task_id})
     items = [ok(v01(e, "SendTaskStreamingResponse")) for e in
-             (ev["data"] for ev in parse_sse(response.get_data(as_text=True)))]
+             (ev["data"] for ev in parse_sse(response.text))]
     assert items[0]["id"] == task_id and items[-1]["final"] is True
 
 
@@ -395,14 +388,14 @@ def check_002_send_message(client, example: str) -> None:
 
 def check_002_get_task(client, example: str) -> None:
     task = send1(client, msg1("x", "tck-artifact-text"))["task"]
-    got = ok(call(client, "GetTask", {"id": task["id"]}, V1))
+    got = ok(call(client, "GetTask", {"id": task["id"]}, headers=V1))
     validate(got, "Task")
     assert got["id"] == task["id"] and got["artifacts"] == task["artifacts"]
 
 
 def check_002_streaming(client, example: str) -> None:
     data = events(client, "SendStreamingMessage",
-                  {"message": msg1("x", "tck-stream-artifact-chunked")}, V1)
+                  {"message": msg1("x", "tck-stream-artifact-chunked")}, headers=V1)
     items = [ok(e) for e in data]
     for item in items:
         validate(item, "Stream Response")
@@ -424,7 +417,7 @@ def check_002_contexts(client, example: str) -> None:
     first = send1(client, msg1("one"))["task"]
     second = send1(client, msg1("two", contextId=first["contextId"]))["task"]
     assert second["contextId"] == first["contextId"] and second["id"] != first["id"]
-    listed = ok(call(client, "ListTasks", {"contextId": first["contextId"]}, V1))
+    listed = ok(call(client, "ListTasks", {"contextId": first["contextId"]}, headers=V1))
     validate(listed, "List Tasks Response")
     assert sorted(t["id"] for t in listed["tasks"]) == sorted([first["id"], second["id"]])
     # JSON says contextId; the seed's snake_case context_id is accepted as ProtoJSON allows.
@@ -434,8 +427,8 @@ def check_002_contexts(client, example: str) -> None:
 
 def check_002_tenants(client, example: str) -> None:
     task = send1(client, msg1("x"), tenant="acme")["task"]
-    assert ok(call(client, "GetTask", {"id": task["id"], "tenant": "acme"}, V1))["id"] == task["id"]
-    failed(call(client, "GetTask", {"id": task["id"], "tenant": "other"}, V1), -32001)
+    assert ok(call(client, "GetTask", {"id": task["id"], "tenant": "acme"}, headers=V1))["id"] == task["id"]
+    failed(call(client, "GetTask", {"id": task["id"], "tenant": "other"}, headers=V1), -32001)
 
 
 def check_002_rest_tenant_path(client, example: str) -> None:
@@ -452,7 +445,7 @@ def check_002_terminal_states(client, example: str) -> None:
     rejected = send1(client, msg1("x", "tck-reject-task"))["task"]
     assert rejected["status"]["state"] == "TASK_STATE_REJECTED"
     err = failed(call(client, "SendMessage",
-                      {"message": msg1("again", taskId=rejected["id"])}, V1), -32004)
+                      {"message": msg1("again", taskId=rejected["id"])}, headers=V1), -32004)
     assert err["data"][0]["reason"] == "UNSUPPORTED_OPERATION"
 
 
