@@ -16,7 +16,8 @@ from a2a_flask import AgentCapabilities
 from a2a_flask.push.guard import header_value_problem
 
 from tests.conftest import make_card
-from tests.support.helpers import V1, WebhookReceiver, rpc_body
+from tests.support import wire
+from tests.support.helpers import V1, WebhookReceiver
 from tests.support.wire import rpc
 
 V03 = {"A2A-Version": "0.3"}
@@ -61,7 +62,7 @@ def msg03() -> Dict[str, Any]:
 
 
 def jsonrpc(client, method: str, params: Dict[str, Any], headers: Dict[str, str]) -> Tuple[bool, Any]:
-    body = client.post("/a2a", json=rpc_body(method, params), headers=headers).get_json()
+    body = wire.post(client, method, params, version=None, headers=headers).json()
     if "error" in body:
         assert body["error"]["code"] == -32602, body
         return False, body["error"]["message"]
