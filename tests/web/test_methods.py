@@ -12,7 +12,8 @@ from a2a_flask.protocol.models import Role, Task, TaskState, TaskStatus, utc_now
 from a2a_flask.stores.base import TaskRecord
 
 from tests.conftest import make_card
-from tests.support.helpers import V1, parse_sse, rpc_body, user_message, validate
+from tests.support.helpers import rpc_body, user_message, validate
+from tests.support import wire
 from tests.support.wire import rpc
 
 SUBMITTED = "TASK_STATE_SUBMITTED"
@@ -89,15 +90,12 @@ def wait_for_state(client, task_id: str, states: Iterable[str],
 
 def sse_response(client, method: str, params: Any, headers: Optional[dict] = None):
     """Post a streaming request; the body is not read yet (the view has run)."""
-    return client.post("/a2a", json=rpc_body(method, params), headers={**V1, **(headers or {})},
-                       buffered=False)
+    return wire.post(client, method, params, headers=headers, stream=True)
 
 
 def read_events(response) -> List[Dict[str, Any]]:
     """Every SSE event of a stream response, each checked and schema-validated."""
-    assert response.status_code == 200
-    assert response.mimetype == "text/event-stream", response.get_data(as_text=True)
-    events = parse_sse(response.get_data(as_text=True))
+    events = wire.sse(response)
     for event in events:
         assert "id" in event, event
         assert event.get("event") != "error", event
@@ -122,10 +120,7 @@ def kind(result: Dict[str, Any]) -> str:
 
 def plain_json_error(client, method: str, params: Any, code: int) -> Dict[str, Any]:
     """A streaming method that must fail before the stream: a plain JSON-RPC error."""
-    response = client.post("/a2a", json=rpc_body(method, params), headers=V1)
-    assert response.status_code == 200
-    assert response.mimetype == "application/json", response.mimetype
-    return error(response.get_json(), code)
+    return error(rpc(client, method, params), code)
 
 
 # ----------------------------------------------------------------- executors
@@ -914,9 +909,9 @@ def test_last_event_id_replays_the_events_after_it_for_a_finished_task(make_app,
         assert [(e["id"], e["data"]) for e in replay] == [(e["id"], e["data"]) for e in expected]
     # Nothing after the last event: like any terminal task, no stream.
     plain_json_error(client, "SubscribeToTask", {"id": task_id}, -32004)
-    response = client.post("/a2a", json=rpc_body("SubscribeToTask", {"id": task_id}),
-                           headers={**V1, "Last-Event-ID": full[-1]["id"]})
-    assert response.get_json()["error"]["code"] == -32004
+    response = wire.post(client, "SubscribeToTask", {"id": task_id},
+                         headers={"Last-Event-ID": full[-1]["id"]})
+    assert response.json()["error"]["code"] == -32004
 
 
 def test_last_event_id_replays_then_follows_a_live_task(make_app, store_url):
