@@ -113,3 +113,21 @@ def test_a_named_agent_under_its_own_prefix(make_app):
     finally:
         for state in app.extensions["a2a"].values():
             state.close()
+
+
+def test_rpc_sends_any_request_as_written_and_returns_the_raw_answer(make_app):
+    # rpc() speaks JSON-RPC whatever binding the typed calls use.
+    agent = A2ATestClient(make_app(storyteller), binding="rest")
+    old = agent.rpc("message/send", {"message": {"kind": "message", "messageId": "m-1",
+                                                 "role": "user",
+                                                 "parts": [{"kind": "text", "text": "hi"}]}},
+                    version="0.3", request_id="r-7")
+    assert old.status_code == 200 and old.headers["Content-Type"].startswith("application/json")
+    answer = old.json()
+    assert answer["id"] == "r-7" and answer["result"]["kind"] == "task"  # 0.3 on the wire
+    unknown = agent.rpc("NoSuchMethod", version=None).json()
+    assert unknown["id"] == 1 and unknown["error"]["code"] == -32601
+    streamed = agent.rpc("SendStreamingMessage", {"message": {
+        "messageId": "m-2", "role": "ROLE_USER", "parts": [{"text": "a b"}]}}, stream=True)
+    assert streamed.headers["Content-Type"].startswith("text/event-stream")
+    assert "TASK_STATE_COMPLETED" in streamed.text
