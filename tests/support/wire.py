@@ -6,6 +6,7 @@ what a client on the wire sees.  ``target`` is the app or its Flask test client;
 picks the agent by its endpoint (``/a2a`` by default).
 
 * :func:`post`: the raw answer (a ``requests.Response``), for tests of statuses and headers;
+* :func:`send`: the same for a body sent as it is (bytes, malformed JSON);
 * :func:`rpc`: a JSON answer, checked (200, JSON, the envelope echoing our id), decoded;
 * :func:`stream` and :func:`sse`: the events of a streaming answer, decoded.
 """
@@ -65,10 +66,36 @@ def post(target: Target, method: str, params: Any = None, *, version: Optional[s
         body = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             body["params"] = params
+    return _post(client, url, _headers(version, headers), stream, json=body, params=query)
+
+
+def send(target: Target, data: Union[bytes, str], *, version: Optional[str] = "1.0",
+         content_type: Optional[str] = "application/json",
+         headers: Optional[Dict[str, str]] = None, path: str = "/a2a",
+         stream: bool = False) -> requests.Response:
+    """POST ``data`` as it is (bad JSON, odd encodings: tests of what the endpoint
+    refuses) and return the raw answer; ``content_type=None`` sends no Content-Type."""
+    sent = _headers(version, headers)
+    if content_type is not None:
+        sent["Content-Type"] = content_type
+    body = data.encode("utf-8") if isinstance(data, str) else data
+    return _post(agent(target, path), urljoin(BASE_URL, path), sent, stream, data=body)
+
+
+def _headers(version: Optional[str], headers: Optional[Dict[str, str]]) -> Dict[str, str]:
     sent = {} if version is None else {"A2A-Version": version}
     sent.update(headers or {})
-    return client.session.post(url, json=body, headers=sent, params=query,
-                               stream=stream)
+    return sent
+
+
+def _post(client: A2ATestClient, url: str, headers: Dict[str, str], stream: bool,
+          **request: Any) -> requests.Response:
+    """POST through the client's session with ``headers`` as given: set after the
+    request is prepared, so a value requests would refuse (``" 1.0 "``) still goes,
+    as a careless client could send it."""
+    prepared = client.session.prepare_request(requests.Request("POST", url, **request))
+    prepared.headers.update(headers)
+    return client.session.send(prepared, stream=stream)
 
 
 def rpc(target: Target, method: str, params: Any = None, **options: Any) -> Dict[str, Any]:

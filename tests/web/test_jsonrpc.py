@@ -21,7 +21,8 @@ from a2a_flask import AgentCapabilities, AgentExtension
 
 from tests.conftest import make_card
 from tests.support.helpers import V1, rpc_body, user_message, validate
-from tests.support.wire import rpc
+from tests.support import wire
+from tests.support.wire import mimetype, rpc
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
@@ -54,11 +55,8 @@ def post_raw(client: FlaskClient, body: Union[bytes, str], *,
              content_type: Optional[str] = "application/json",
              headers: Optional[Dict[str, str]] = None, path: str = "/a2a"):
     """POST a raw body; ``content_type=None`` sends no Content-Type at all."""
-    data = body.encode("utf-8") if isinstance(body, str) else body
-    all_headers = dict(V1 if headers is None else headers)
-    if content_type is not None:
-        all_headers["Content-Type"] = content_type
-    return client.post(path, data=data, headers=all_headers)
+    return wire.send(client, body, version="1.0" if headers is None else None,
+                     content_type=content_type, headers=headers, path=path)
 
 
 def post_json(client: FlaskClient, body: Any, *, headers: Optional[Dict[str, str]] = None,
@@ -69,9 +67,9 @@ def post_json(client: FlaskClient, body: Any, *, headers: Optional[Dict[str, str
 
 def assert_error(response, code: int, request_id: Any = _UNSET) -> Dict[str, Any]:
     """Check the common JSON-RPC error envelope; return the ``error`` member."""
-    assert response.status_code == 200, response.data
-    assert response.mimetype == "application/json"
-    body = response.get_json()
+    assert response.status_code == 200, response.content
+    assert mimetype(response) == "application/json"
+    body = response.json()
     assert body["jsonrpc"] == "2.0"
     assert "result" not in body
     assert "id" in body
@@ -160,7 +158,7 @@ def test_json_content_types_are_accepted(client, content_type):
     response = post_raw(client, json.dumps(rpc_body("SendMessage", send_params())),
                         content_type=content_type)
     assert response.status_code == 200
-    body = response.get_json()
+    body = response.json()
     assert "error" not in body, body
     validate(body["result"], "Send Message Response")
 
@@ -194,7 +192,7 @@ def test_unknown_members_in_params_are_ignored(client):
 
 def test_unknown_top_level_envelope_members_are_ignored(client):
     response = post_json(client, {**rpc_body("ListTasks", {}), "extra": "ignored"})
-    body = response.get_json()
+    body = response.json()
     assert "error" not in body, body
     validate(body["result"], "List Tasks Response")
 
@@ -387,7 +385,7 @@ def test_envelope_is_checked_before_version(client):
 def test_served_versions_get_1_0_semantics(client, headers, path):
     response = post_json(client, rpc_body("SendMessage", send_params("v")), headers=headers,
                          path=path)
-    body = response.get_json()
+    body = response.json()
     assert "error" not in body, body
     validate(body["result"], "Send Message Response")
 
@@ -442,7 +440,7 @@ def test_a_1_0_method_without_a_version_header_is_32009(client):
 
 def test_lenient_version_serves_a_1_0_method_without_a_header(make_app):
     client = make_app(lenient_version=True).test_client()
-    body = post_json(client, rpc_body("SendMessage", send_params()), headers={}).get_json()
+    body = post_json(client, rpc_body("SendMessage", send_params()), headers={}).json()
     assert body["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
@@ -476,7 +474,7 @@ def test_missing_required_extension_is_32008(ext_app):
 def test_required_extension_sent_is_accepted_and_echoed(ext_app, header):
     response = post_json(ext_app.test_client(), rpc_body("SendMessage", send_params()),
                          headers={**V1, header: REQUIRED_EXT})
-    body = response.get_json()
+    body = response.json()
     assert "error" not in body, body
     validate(body["result"], "Send Message Response")
     assert response.headers["A2A-Extensions"] == REQUIRED_EXT
@@ -485,7 +483,7 @@ def test_required_extension_sent_is_accepted_and_echoed(ext_app, header):
 def test_echo_lists_every_activated_extension_and_drops_unknown_ones(ext_app):
     response = post_json(ext_app.test_client(), rpc_body("ListTasks", {}), headers={
         **V1, "A2A-Extensions": f"https://unknown.example/ext, {REQUIRED_EXT},{OPTIONAL_EXT}"})
-    body = response.get_json()
+    body = response.json()
     assert "error" not in body, body
     validate(body["result"], "List Tasks Response")
     echoed = [uri.strip() for uri in response.headers["A2A-Extensions"].split(",")]
@@ -495,7 +493,7 @@ def test_echo_lists_every_activated_extension_and_drops_unknown_ones(ext_app):
 def test_unknown_requested_extension_is_ignored(optional_ext_client):
     response = post_json(optional_ext_client, rpc_body("SendMessage", send_params()),
                          headers={**V1, "A2A-Extensions": "https://unknown.example/ext"})
-    body = response.get_json()
+    body = response.json()
     assert "error" not in body, body
     validate(body["result"], "Send Message Response")
     assert "A2A-Extensions" not in response.headers
@@ -504,7 +502,7 @@ def test_unknown_requested_extension_is_ignored(optional_ext_client):
 def test_optional_extension_requested_is_echoed(optional_ext_client):
     response = post_json(optional_ext_client, rpc_body("ListTasks", {}),
                          headers={**V1, "A2A-Extensions": OPTIONAL_EXT})
-    body = response.get_json()
+    body = response.json()
     assert "error" not in body, body
     validate(body["result"], "List Tasks Response")
     assert response.headers["A2A-Extensions"] == OPTIONAL_EXT
@@ -612,7 +610,7 @@ def test_unexpected_exception_is_32603_without_traceback_and_logged(make_app, mo
     with caplog.at_level(logging.ERROR, logger="a2a_flask"):
         response = post_json(app.test_client(), rpc_body("GetTask", {"id": "t"}, "boom"))
     error = assert_error(response, -32603, "boom")
-    wire = response.get_data(as_text=True)
+    wire = response.text
     assert "secret-detail-1234" not in wire
     assert "Traceback" not in wire and "RuntimeError" not in wire and ".py" not in wire
     assert error["message"] == "Internal error"
