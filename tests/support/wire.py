@@ -13,8 +13,8 @@ picks the agent by its endpoint (``/a2a`` by default).
 from __future__ import annotations
 
 import weakref
-from urllib.parse import urljoin, urlsplit
 from typing import Any, Dict, List, Optional, Union
+from urllib.parse import urljoin, urlsplit
 
 import requests
 from flask import Flask

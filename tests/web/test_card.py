@@ -29,6 +29,7 @@ from a2a_flask import (
 from a2a_flask.engine.service import CallContext
 
 from tests.conftest import echo, make_card
+from tests.support import wire
 from tests.support.helpers import (
     ALICE, LEGACY_CARD_MEMBERS, V1, bearer_auth, card_v1_view, rpc_body, user_message, validate,
     validate_card)
@@ -298,7 +299,7 @@ def test_custom_url_prefix_is_in_the_card_and_served(make_app):
     assert_url_serves_jsonrpc(client, jsonrpc_url(card))
     for path in CARD_PATHS:
         assert get_card(client, "/agents/x" + path) == card
-    assert client.post("/a2a", json=rpc_body("ListTasks", {}), headers=V1).status_code == 404
+    assert wire.post(client, "ListTasks", {}).status_code == 404
 
 
 def test_url_prefix_without_leading_slash_is_normalised(make_app):
@@ -404,14 +405,13 @@ def test_extended_card_is_for_authenticated_callers_only():
     app = _extended_app(make_card(name="Members only", capabilities=_extended_capabilities()))
     try:
         client = app.test_client()
-        response = client.post("/a2a", json=rpc_body("GetExtendedAgentCard"), headers=V1)
+        response = wire.post(client, "GetExtendedAgentCard")
         assert response.status_code == 401
         assert response.headers["WWW-Authenticate"].startswith('Bearer realm="a2a"')
-        body = response.get_json()
+        body = response.json()
         assert body["error"]["code"] == -32040 and body["id"] == 1
         assert body["error"]["data"][0]["reason"] == "UNAUTHENTICATED"
-        bad = client.post("/a2a", json=rpc_body("GetExtendedAgentCard"),
-                          headers={**V1, "Authorization": "Bearer nope"})
+        bad = wire.post(client, "GetExtendedAgentCard", headers={"Authorization": "Bearer nope"})
         assert bad.status_code == 401 and 'error="invalid_token"' in bad.headers["WWW-Authenticate"]
         # The public card stays public, and declares the scheme to use.
         public = card_v1_view(get_card(client))

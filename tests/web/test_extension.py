@@ -15,6 +15,7 @@ from a2a_flask import A2A, MemoryStore, ShelveStore, StoreUnavailable
 from a2a_flask.web.extension import AgentState
 
 from tests.conftest import echo, make_card
+from tests.support import wire
 from tests.support.helpers import V1, parse_sse, rpc_body, user_message, validate, validate_card
 from tests.support.wire import rpc
 
@@ -121,7 +122,7 @@ def test_two_agents_each_answer_on_their_own_endpoint(two_agents):
     client = two_agents.test_client()
     assert artifact_text(send(client, "hi", path="/alpha")) == "alpha:hi"
     assert artifact_text(send(client, "hi", path="/beta")) == "beta:hi"
-    assert client.post("/a2a", json=rpc_body("ListTasks", {}), headers=V1).status_code == 404
+    assert wire.post(client, "ListTasks", {}).status_code == 404
 
 
 def test_two_agents_keep_separate_stores(two_agents):
@@ -219,7 +220,7 @@ def test_config_keys_are_read_from_app_config(new_app, tmp_path):
     task = send(client, "configured", path="/cfg")
     assert state.store.load(task["id"]) is not None
     assert list(tmp_path.glob("cfg-tasks*")), "the shelve file named by A2A_STORE was not used"
-    assert client.post("/a2a", json=rpc_body("ListTasks", {}), headers=V1).status_code == 404
+    assert wire.post(client, "ListTasks", {}).status_code == 404
     assert "max-age=42" in client.get(CARD_PATH).headers["Cache-Control"]
 
 

@@ -20,8 +20,8 @@ from flask.testing import FlaskClient
 from a2a_flask import AgentCapabilities, AgentExtension
 
 from tests.conftest import make_card
-from tests.support.helpers import V1, rpc_body, user_message, validate
 from tests.support import wire
+from tests.support.helpers import V1, rpc_body, user_message, validate
 from tests.support.wire import mimetype, rpc
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"

@@ -12,8 +12,8 @@ from a2a_flask.protocol.models import Role, Task, TaskState, TaskStatus, utc_now
 from a2a_flask.stores.base import TaskRecord
 
 from tests.conftest import make_card
-from tests.support.helpers import rpc_body, user_message, validate
 from tests.support import wire
+from tests.support.helpers import rpc_body, user_message, validate
 from tests.support.wire import rpc
 
 SUBMITTED = "TASK_STATE_SUBMITTED"
