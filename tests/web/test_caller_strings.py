@@ -19,8 +19,9 @@ from a2a_flask.protocol.models import new_id
 from a2a_flask.stores.base import TaskQuery
 
 from tests.conftest import drop_sql_database, echo, make_card, sql_test_url
+from tests.support import wire
 from tests.support.helpers import V1, Server, rpc_body
-from tests.support.wire import mimetype, post, rpc
+from tests.support.wire import rpc
 
 V03 = {"A2A-Version": "0.3"}
 HOSTILE = {"long": "t" * 300, "CR/LF": "evil\r\nINFO forged line", "NUL": "a\x00b",
@@ -62,10 +63,9 @@ def test_a_webhook_id_given_with_a_message_is_checked_before_anything_starts(pus
     answer = rpc(client, "SendMessage", {
         "message": message(), "configuration": {"taskPushNotificationConfig": hook}})
     assert_invalid(answer, "configuration.taskPushNotificationConfig.id")
-    answer03 = client.post("/a2a", json={
-        "jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {
-            "message": message03(), "configuration": {"pushNotificationConfig": hook}}},
-        headers=V03).get_json()
+    answer03 = wire.post(client, "message/send", {
+        "message": message03(), "configuration": {"pushNotificationConfig": hook}},
+        version=None, headers=V03).json()
     assert answer03["error"]["code"] == -32602, answer03
     assert task_count(push_app) == 0
 
@@ -98,8 +98,8 @@ def test_a_caller_id_no_store_could_hold_is_a_server_error_not_a_task(caller, ca
     app = Flask("callers")
     A2A(app, card=make_card(), executor=echo, store="memory://", auth=lambda: caller)
     client = app.test_client()
-    response = post(client, "SendMessage", {"message": message()})
-    assert response.status_code == 200 and mimetype(response) == "application/json"
+    response = wire.post(client, "SendMessage", {"message": message()})
+    assert response.status_code == 200 and wire.mimetype(response) == "application/json"
     answer = response.json()  # (its id is null, not the request's: not checked here)
     assert answer["error"]["code"] == -32603
     assert "Principal id must be at most 255 characters" in caplog.text

@@ -13,8 +13,9 @@ from a2a_flask import Artifact, Message, Part, Role, TaskState
 from a2a_flask.engine.states import TaskClosedError
 
 from tests.conftest import make_card
-from tests.support.helpers import V1, parse_sse, rpc_body, user_message, validate
-from tests.support.wire import rpc
+from tests.support import wire
+from tests.support.helpers import parse_sse, user_message, validate
+from tests.support.wire import mimetype, rpc
 
 COMPLETED = "TASK_STATE_COMPLETED"
 
@@ -42,11 +43,10 @@ def get_task(client, task_id: str) -> Dict[str, Any]:
 
 
 def stream_results(client, message: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:
-    response = client.post("/a2a", json=rpc_body("SendStreamingMessage",
-                                                  {"message": message or user_message("hello")}),
-                           headers=V1)
-    assert response.mimetype == "text/event-stream", response.get_data(as_text=True)
-    results = [event["data"]["result"] for event in parse_sse(response.get_data(as_text=True))]
+    response = wire.post(client, "SendStreamingMessage",
+                         {"message": message or user_message("hello")})
+    assert mimetype(response) == "text/event-stream", response.text
+    results = [event["data"]["result"] for event in parse_sse(response.text)]
     for result in results:
         validate(result, "Stream Response")
     return results

@@ -660,7 +660,7 @@ def check_004_error_table(client, example: str) -> None:
     table = text[text.index(example):]
     codes = [int(c) for c in re.findall(r"^(-32\d{3}) ", table, re.M)]
     assert codes == [-32700, -32600, -32601, -32602, -32603, -32001, -32002, -32003]
-    raw = client.post("/a2a", data="{oops", content_type="application/json").get_json()
+    raw = wire.send(client, "{oops", version=None).json()
     failed(raw, -32700)
     failed(call(client, "", body={"id": 1, "method": "tasks/get"}), -32600)
     failed(call(client, "tasks/explode", {}), -32601)
