@@ -18,6 +18,7 @@ from a2a_flask.stores import MemoryStore
 from a2a_flask.stores.base import TaskQuery
 
 from tests.conftest import make_card
+from tests.support import wire
 from tests.support.helpers import ALICE, BOB, V1, Gate, Server, bearer_auth, rpc_body
 from tests.support.wire import rpc
 
@@ -32,11 +33,10 @@ def tasks_in(app) -> int:
 
 def test_an_oversized_json_rpc_body_is_413_with_a_json_error(make_app):
     app = make_app(max_content_length=1000)
-    response = app.test_client().post("/a2a", json=rpc_body("SendMessage", {
-        "message": message("x" * 2000)}), headers=V1)
+    response = wire.post(app, "SendMessage", {"message": message("x" * 2000)})
     assert response.status_code == 413
-    assert response.mimetype == "application/json"
-    body = response.get_json()
+    assert wire.mimetype(response) == "application/json"
+    body = response.json()
     assert body["error"]["code"] == -32600
     assert body["error"]["data"][0]["reason"] == "PAYLOAD_TOO_LARGE"
     assert "A2A_MAX_CONTENT_LENGTH" in body["error"]["message"]
@@ -57,8 +57,8 @@ def test_a_body_at_the_limit_is_served(make_app):
     body = rpc_body("SendMessage", {"message": message("ok")})
     size = len(json.dumps(body).encode())
     client = make_app(max_content_length=size).test_client()
-    response = client.post("/a2a", json=body, headers=V1)
-    assert response.status_code == 200 and "result" in response.get_json()
+    response = wire.post(client, "SendMessage", body=body)
+    assert response.status_code == 200 and "result" in response.json()
 
 
 def test_a_chunked_oversized_body_is_refused_over_real_http(tmp_path):
@@ -161,29 +161,27 @@ def test_streams_per_caller_are_capped_and_freed():
         max_streams_per_caller=1)
     try:
         client = app.test_client()
-        first = client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
-                            headers={**V1, **ALICE}, buffered=False)
+        first = wire.post(client, "SendStreamingMessage", {"message": message()},
+                          headers=ALICE, stream=True)
         assert first.status_code == 200
-        chunks = first.response  # the open stream
-        next(iter(chunks))
-        second = client.post("/a2a", json=rpc_body("SendStreamingMessage",
-                                                   {"message": message()}),
-                             headers={**V1, **ALICE})
+        next(first.iter_content(chunk_size=None))  # the stream is open
+        second = wire.post(client, "SendStreamingMessage", {"message": message()},
+                           headers=ALICE)
         assert second.status_code == 429
-        error = second.get_json()["error"]
+        error = second.json()["error"]
         assert error["code"] == -32042 and "A2A_MAX_STREAMS_PER_CALLER" in error["message"]
         # Another caller has a quota of their own.
-        other = client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
-                            headers={**V1, **BOB}, buffered=False)
+        other = wire.post(client, "SendStreamingMessage", {"message": message()}, headers=BOB,
+                          stream=True)
         assert other.status_code == 200
         gate.release.set()
-        first.get_data()
+        first.content  # noqa: B018  (read to the end)
         first.close()
-        other.get_data()
+        other.content  # noqa: B018
         other.close()
-        again = client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
-                            headers={**V1, **ALICE})
-        assert again.status_code == 200 and again.mimetype == "text/event-stream"
+        again = wire.post(client, "SendStreamingMessage", {"message": message()}, headers=ALICE,
+                          stream=True)
+        assert again.status_code == 200 and wire.mimetype(again) == "text/event-stream"
     finally:
         gate.release.set()
         app.extensions["a2a"]["a2a"].close()
@@ -213,15 +211,14 @@ def test_anonymous_callers_share_one_stream_budget(make_app):
     client = make_app(slow, max_anonymous_streams=2).test_client()
 
     def open_stream():
-        return client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
-                           headers=V1, buffered=False)
+        return wire.post(client, "SendStreamingMessage", {"message": message()}, stream=True)
 
     responses = [open_stream() for _ in range(2)]
     try:
         assert [r.status_code for r in responses] == [200, 200]
         refused = open_stream()
         assert refused.status_code == 429
-        error = refused.get_json()["error"]
+        error = refused.json()["error"]
         assert error["code"] == -32042 and "A2A_MAX_ANONYMOUS_STREAMS" in error["message"]
         assert service_of(client.application).open_streams(ANONYMOUS) == 2
         responses.pop().close()  # one leaves: its slot comes back
@@ -241,8 +238,8 @@ def test_no_anonymous_limit_when_the_budget_is_zero(make_app):
         ctx.complete("done")
 
     client = make_app(slow, max_anonymous_streams=0).test_client()
-    responses = [client.post("/a2a", json=rpc_body("SendStreamingMessage", {"message": message()}),
-                             headers=V1, buffered=False) for _ in range(5)]
+    responses = [wire.post(client, "SendStreamingMessage", {"message": message()}, stream=True)
+                 for _ in range(5)]
     try:
         assert [r.status_code for r in responses] == [200] * 5
     finally:
@@ -268,13 +265,13 @@ def test_no_per_caller_limit_when_it_is_zero():
     responses = []
     try:
         client = app.test_client()
-        task = client.post("/a2a", json=rpc_body("SendMessage", {
-            "message": message(), "configuration": {"returnImmediately": True}}),
-            headers={**V1, **ALICE}).get_json()["result"]["task"]
+        task = wire.rpc(client, "SendMessage", {
+            "message": message(), "configuration": {"returnImmediately": True}},
+            headers=ALICE)["result"]["task"]
         for _ in range(many):
-            responses.append(client.post("/a2a", json=rpc_body("SubscribeToTask", {
-                "id": task["id"]}), headers={**V1, **ALICE}, buffered=False))
-        assert [(r.status_code, r.mimetype) for r in responses] == \
+            responses.append(wire.post(client, "SubscribeToTask", {"id": task["id"]},
+                                       headers=ALICE, stream=True))
+        assert [(r.status_code, wire.mimetype(r)) for r in responses] == \
             [(200, "text/event-stream")] * many  # every one open at once
     finally:
         gate.release.set()
