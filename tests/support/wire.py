@@ -22,7 +22,7 @@ from flask.testing import FlaskClient
 
 from a2a_flask.testing import BASE_URL, A2ATestClient
 
-from .helpers import parse_sse
+from tests.support.helpers import parse_sse
 
 Target = Union[Flask, FlaskClient]
 
