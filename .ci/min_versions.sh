@@ -76,6 +76,7 @@ sed 's/^/  /' "$CONSTRAINTS"
 "$PY" -m pip list 2>/dev/null | grep -iE '^(flask|werkzeug|requests|urllib3|gevent|gunicorn|redis) '
 
 "$PY" -m pytest -q -rs -p no:cacheprovider \
-  tests/test_push_guard.py tests/test_push_pin.py tests/test_push_headers.py \
-  tests/test_stores.py tests/test_shelve_log.py tests/test_kill9.py tests/test_keeper.py \
-  tests/test_server.py tests/test_push_server.py tests/test_card_origin.py
+  tests/unit/test_push_guard.py tests/unit/test_push_pin.py tests/web/test_push_headers.py \
+  tests/stores/test_stores.py tests/stores/test_shelve_log.py tests/stores/test_keeper.py \
+  tests/server/test_kill9.py tests/server/test_server.py tests/server/test_push_server.py \
+  tests/web/test_card_origin.py

@@ -25,14 +25,14 @@ case "$WHEEL" in *"a2a_flask-$VERSION-py3-none-any.whl") ;; *) fail "unexpected 
 
 # The sdist can rebuild everything and run the suite: tests, schemas, seeds, examples, docs.
 SDIST_FILES=$(tar -tzf "$SDIST")
-for f in CHANGELOG.rst LICENSE README.rst setup.cfg MANIFEST.in tests/conftest.py tests/helpers.py \
-         tests/schemas/README.rst tests/schemas/v0.1/a2a.schema.json tests/schemas/v0.2/a2a.schema.json \
-         tests/schemas/v0.3/a2a.schema.json tests/schemas/v1.0/a2a.schema.json tests/schemas/v1.0/a2a.proto \
+for f in CHANGELOG.rst LICENSE README.rst setup.cfg MANIFEST.in tests/conftest.py tests/support/helpers.py \
+         tests/data/schemas/README.rst tests/data/schemas/v0.1/a2a.schema.json tests/data/schemas/v0.2/a2a.schema.json \
+         tests/data/schemas/v0.3/a2a.schema.json tests/data/schemas/v1.0/a2a.schema.json tests/data/schemas/v1.0/a2a.proto \
          examples/echo_agent.py docs/conf.py docs/index.rst a2a_flask/py.typed \
          a2a_flask/web/inspector/static/inspector.js; do
   grep -qx "a2a_flask-$VERSION/$f" <<<"$SDIST_FILES" || fail "the sdist lacks $f"
 done
-[ "$(grep -c "^a2a_flask-$VERSION/tests/seeds/.*\.txt$" <<<"$SDIST_FILES")" -ge 1 ] || fail "the sdist has no seeds"
+[ "$(grep -c "^a2a_flask-$VERSION/tests/data/seeds/.*\.txt$" <<<"$SDIST_FILES")" -ge 1 ] || fail "the sdist has no seeds"
 
 # A clean venv with the wheel alone (and its dependencies from the index).
 "$PYTHON" -m venv "$WORK/venv"

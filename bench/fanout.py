@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Fan-out: many watchers of one running task (issue 41).
 
-An agent (``tests/fanout_app.py``) goes WORKING and waits; N clients subscribe
+An agent (``tests/support/fanout_app.py``) goes WORKING and waits; N clients subscribe
 to the task (``SubscribeToTask``), spread over the workers and hosts (a host is
 a gunicorn of its own on the same store); then the agent streams ``--chunks``
 chunks over ``--seconds`` and completes.  Each watcher records when its first
@@ -68,7 +68,7 @@ class Host:
         cmd = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", str(workers),
                "-b", f"127.0.0.1:{self.port}", "--worker-connections", str(connections),
                "--backlog", "4096", "--graceful-timeout", "2", "--log-level", "warning",
-               "tests.fanout_app:app"]
+               "tests.support.fanout_app:app"]
         if cpus:
             cmd = ["taskset", "-c", cpus] + cmd
         self.log = open(Path(folder) / f"gunicorn-{self.port}.log", "wb")

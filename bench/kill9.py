@@ -4,7 +4,7 @@
 Each trial forks a child that writes to a fresh store (tasks of ten events,
 webhooks, cursor moves, leases; the shelve child compacts often), SIGKILLs it
 at a random moment, reopens the store, lists every task and reads every log
-(see tests/killkit.py).  Prints, per store, how many stores could not be read
+(see tests/support/killkit.py).  Prints, per store, how many stores could not be read
 and how many acknowledged writes were lost; exits 1 if any were.
 
     python bench/kill9.py [--trials 200] [--stores shelve,sqlite] [--seed N]
@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import killkit  # noqa: E402  (after the path is set)
+from tests.support import killkit  # noqa: E402  (after the path is set)
 
 
 def main() -> int:

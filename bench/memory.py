@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Bytes of traced heap each task leaves behind in a worker, per path and per store.
 
-The in-process measurement of ``tests/test_memory.py`` (same probe, same
-filter: see ``tests/memory_probe.py``), with larger batches and a table
+The in-process measurement of ``tests/server/test_memory.py`` (same probe, same
+filter: see ``tests/support/memory_probe.py``), with larger batches and a table
 instead of a bound.  Each (store, path) gets a fresh agent in a Flask app,
 ``--warmup`` tasks, then ``--batches`` batches of ``--tasks`` more; each
 figure is the growth of the traced heap over one batch divided by ``--tasks``
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests import memory_probe  # noqa: E402  (the repository root is on the path now)
+from tests.support import memory_probe  # noqa: E402  (the repository root is on the path now)
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ RSS growth from minute 2 to the last minute, per worker (goal: under 10 %),
 and fds and greenlets first to last (goal: flat).
 
 With ``--store postgresql`` or ``--store mariadb`` the store is a database server of
-the soak's own (``tests/dbservers.py``: its own port and directory, never the shared
+the soak's own (``tests/support/dbservers.py``: its own port and directory, never the shared
 service), restarted every ``--restart-every`` seconds (default 300; 0: never) while
 the load runs: what a managed database's maintenance or failover does.  Within
 ``A2A_STORE_GRACE`` nothing acknowledged may be lost: the table also says, per minute,
@@ -56,7 +56,7 @@ from urllib.parse import urlsplit
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # tests.dbservers, for --store postgresql|mariadb
+if str(ROOT) not in sys.path:  # tests.support.dbservers, for --store postgresql|mariadb
     sys.path.insert(0, str(ROOT))
 V1 = {"A2A-Version": "1.0"}
 MIX = ("send", "stream", "subscribe", "cancel", "push")
@@ -376,7 +376,7 @@ def working_now(agent: Agent) -> int:
 
 
 class Restarter(threading.Thread):
-    """Restarts a database server (tests/dbservers.py) every ``every`` seconds."""
+    """Restarts a database server (tests/support/dbservers.py) every ``every`` seconds."""
 
     def __init__(self, db: Any, every: float) -> None:
         super().__init__(daemon=True)
@@ -536,7 +536,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="soak time per store, after the rate measurement (default 10)")
     parser.add_argument("--store", choices=["sqlite", "redis", "both", "postgresql", "mariadb"],
                         default="both", help="both: SQLite, then Redis; postgresql and "
-                        "mariadb: a server of the soak's own (tests/dbservers.py)")
+                        "mariadb: a server of the soak's own (tests/support/dbservers.py)")
     parser.add_argument("--restart-every", type=float, default=300.0,
                         help="with postgresql or mariadb: restart the database every this "
                         "many seconds (default 300; 0: never)")
@@ -551,7 +551,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.store in ("redis", "both") and urlsplit(args.redis).hostname not in LOOPBACK:
         parser.error("loopback only: --redis must name 127.0.0.1, ::1 or localhost")
     if args.store in ("postgresql", "mariadb"):
-        from tests import dbservers
+        from tests.support import dbservers
 
         server = (dbservers.PostgresServer() if args.store == "postgresql"
                   else dbservers.MariaDBServer())

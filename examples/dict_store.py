@@ -4,7 +4,7 @@ What a third-party store looks like: a :class:`~a2a_flask.stores.TaskStore`
 subclass registered under its own URL scheme, so that ``A2A_STORE=dict://``
 opens it.  It keeps what the memory store keeps, without its optimisations
 (frozen tasks, cheap heads): read it as the shortest store that passes
-:mod:`a2a_flask.testing.store_contract` (``tests/test_example_store.py`` runs
+:mod:`a2a_flask.testing.store_contract` (``tests/stores/test_example_store.py`` runs
 that suite on it)::
 
     import examples.dict_store        # registers dict://

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 import uuid
+from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
 
 import pytest
@@ -14,10 +15,10 @@ from flask import Flask
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill
 from a2a_flask.web.extension import AgentState
 
-from .astguard import install as install_ast_guard
-from .helpers import SPEC, Server
+from tests.support.astguard import install as install_ast_guard
+from tests.support.helpers import SPEC, Server
 
-# Before anything parses: see tests/astguard.py (an interpreter race that ended whole sessions).
+# Before anything parses: see tests/support/astguard.py (an interpreter race that ended whole sessions).
 install_ast_guard()
 
 #: Files the suite reads besides its own modules: all inside the repository.
@@ -84,12 +85,14 @@ def pytest_configure(config: pytest.Config) -> None:
         problems.append(f"{SEEDS}: no seed documents (*.txt)")
     if problems:
         raise pytest.UsageError(
-            "the test data that ships in tests/ cannot be read (see tests/schemas/README.rst;"
+            "the test data that ships in tests/ cannot be read (see tests/data/schemas/README.rst;"
             " a git checkout or the sdist has it):\n  " + "\n  ".join(problems))
 
 
-#: What a test or one of its fixtures calls when it starts a process (tests/helpers.py's
-#: Server, test_celery's Worker, tests/dbservers.py, subprocesses, the browser).
+#: Every test in this folder starts a process: the folder marks them ``server``.
+SERVER_TESTS = Path(__file__).resolve().parent / "server"
+#: What a test or one of its fixtures calls when it starts a process (tests/support/helpers.py's
+#: Server, test_celery's Worker, tests/support/dbservers.py, subprocesses, the browser).
 STARTS_PROCESSES = ("Server(", "Worker(", "dbservers.", "subprocess", "Popen(", "multiprocessing",
                     "browser", "gunicorn", "werkzeug", "make_server", "os.kill", "chromium")
 #: ... and when it uses the shared PostgreSQL, MariaDB or Redis.
@@ -106,10 +109,10 @@ def _source(function: Any) -> str:
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """Mark ``server`` each test that starts a process, by what its function and its
-    fixtures (and theirs) call, and ``slow`` each that uses a shared database; a module
-    whose tests all are declares ``SERVER = True`` or ``SLOW = True``.  A new test is
-    marked as it is written."""
+    """Mark ``server`` each test in ``tests/server/`` and, elsewhere, each that starts a
+    process, by what its function and its fixtures (and theirs) call; ``slow`` each that
+    uses a shared database (a module whose tests all are may declare ``SLOW = True``).
+    A new test is marked as it is written."""
     def text_of(item: pytest.Item) -> str:
         parts = [_source(getattr(item, "function", None))]
         info = getattr(item, "_fixtureinfo", None)
@@ -120,7 +123,7 @@ def pytest_collection_modifyitems(items: list) -> None:
 
     for item in items:
         text = text_of(item)
-        if getattr(item.module, "SERVER", False) or any(word in text for word in STARTS_PROCESSES):
+        if item.path.resolve().parent == SERVER_TESTS or any(word in text for word in STARTS_PROCESSES):
             item.add_marker(pytest.mark.server)
         if getattr(item.module, "SLOW", False) or any(word in text.lower()
                                                       for word in USES_SERVICES):

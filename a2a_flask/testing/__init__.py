@@ -10,6 +10,8 @@
         assert task.status.state is TaskState.COMPLETED
         events = list(agent.stream("hello"))          # typed events, parsed from SSE
         agent.wait_for(task.id, TaskState.COMPLETED)
+        answer = agent.rpc("message/send", {...}, version="0.3")  # the raw wire, any dialect
+        assert answer.json()["result"]["kind"] == "task"
 
 :class:`A2ATestClient` is an :class:`~a2a_flask.client.A2AClient` whose HTTP
 requests go through Flask's test client instead of the network, so every
@@ -20,7 +22,7 @@ buffered), so a test can watch a task run.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable, Iterator, Optional, Union
+from typing import Any, Dict, Iterable, Iterator, Optional, Union
 from urllib.parse import urlsplit
 
 import requests
@@ -153,6 +155,8 @@ class A2ATestClient(A2AClient):
         self.app = app
         self.agent_name = name
         self._card_url = BASE_URL + state.settings.url_prefix + "/.well-known/agent-card.json"
+        #: The agent's JSON-RPC endpoint (whatever ``binding`` the typed calls use).
+        self.rpc_url = BASE_URL + state.settings.url_prefix
         self.card = read_card(self.card_json(), self._card_url)
 
     def wait_for(self, task_id: str, state: Union[TaskState, str, Iterable[Union[TaskState, str]],
@@ -181,6 +185,25 @@ class A2ATestClient(A2AClient):
                 raise TimeoutError(f"Task {task_id} is {current.name} after {timeout}s; "
                                    f"waited for {goal}")
             time.sleep(interval)
+
+    def rpc(self, method: str, params: Any = None, *, version: Optional[str] = "1.0",
+            headers: Optional[Dict[str, str]] = None, request_id: Any = 1,
+            stream: bool = False) -> requests.Response:
+        """Send one JSON-RPC request exactly as written and return the raw answer: its
+        status, headers and wire JSON (``.json()``), or its SSE body.
+
+        Any method name and params go, of any protocol generation (``message/send``
+        with ``version="0.3"``; ``version=None`` sends no ``A2A-Version`` header, as a
+        0.x client does), so a test can see what an older client or a broken one sees.
+        ``params=None`` leaves the member out; ``stream=True`` reads the body as the
+        app writes it (``iter_content``), for a stream that stays open.
+        """
+        body: Dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            body["params"] = params
+        sent = {} if version is None else {"A2A-Version": version}
+        sent.update(headers or {})
+        return self.session.post(self.rpc_url, json=body, headers=sent, stream=stream)
 
     def card_json(self) -> Any:
         """The agent's public card exactly as the app serves it (JSON)."""

@@ -1,0 +1,566 @@
+"""The Celery runner with real processes: a gunicorn gevent web tier, Celery workers
+started here (prefork and gevent pools), Redis and RabbitMQ as brokers, SQLite as the
+shared store.  Every wait is bounded."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+import pytest
+import requests
+from flask import Flask
+
+from a2a_flask import A2A
+from a2a_flask.engine.runners import NOT_RERUN, RESTARTED, QueuedRun, execute, queue
+
+from tests.conftest import drop_sql_database, make_card, redis_up, require, sql_test_url
+from tests.support.helpers import Server, stop_process_group, user_message
+
+pytest.importorskip("celery")
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The brokers: a Redis database of these tests' own, and RabbitMQ's default vhost.
+REDIS_BROKER = os.environ.get("A2A_TEST_CELERY_REDIS", "redis://127.0.0.1:6379/12")
+RABBIT_BROKER = os.environ.get("A2A_TEST_RABBITMQ", "amqp://guest:guest@127.0.0.1:5672//")
+
+
+def rabbit_up() -> None:
+    import kombu
+
+    try:
+        with kombu.Connection(RABBIT_BROKER, connect_timeout=3) as connection:
+            connection.ensure_connection(max_retries=1)
+    except Exception as exc:
+        require(f"RabbitMQ at {RABBIT_BROKER} does not answer ({exc}); start it")
+
+
+class Worker:
+    """A Celery worker process of ``app_spec``, its log in a file."""
+
+    def __init__(self, app_spec: str, env: Dict[str, str], *, pool: str = "prefork",
+                 concurrency: int = 1, log_dir: Path) -> None:
+        self.log_path = log_dir / f"celery-{uuid.uuid4().hex[:6]}.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", app_spec, "worker", "-P", pool,
+             "-c", str(concurrency), "--loglevel=INFO", "--without-mingle",
+             "--without-gossip", "-Q", env["CELERY_QUEUE"]],
+            cwd=ROOT, env={**os.environ, **env}, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+        self.wait_for(lambda text: "ready." in text, 40, "the worker did not start")
+
+    def text(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_for(self, done: Callable[[str], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not done(self.text()):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise AssertionError(f"{what}; worker log:\n{self.text()[-3000:]}")
+            time.sleep(0.1)
+
+    def finished_runs(self) -> int:
+        return self.text().count("succeeded in")
+
+    def children(self) -> List[int]:
+        with open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children") as handle:
+            return [int(pid) for pid in handle.read().split()]
+
+    def warm_stop(self, timeout: float = 30) -> None:
+        """SIGTERM: Celery's warm shutdown (running tasks finish first)."""
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(timeout)
+
+    def stop(self) -> None:
+        stop_process_group(self.proc)
+        self._log.close()
+
+
+def drop_queue(broker: str, queue: str) -> None:
+    """Delete a test's queue from its broker (RabbitMQ keeps durable queues)."""
+    import kombu
+
+    with kombu.Connection(broker, connect_timeout=3) as connection:
+        connection.default_channel.queue_delete(queue)
+    if broker.startswith("redis"):  # kombu leaves the queue's exchange bindings
+        import redis
+
+        client = redis.Redis.from_url(broker)
+        client.delete(f"_kombu.binding.{queue}", f"_kombu.binding_permanent.{queue}")
+        client.close()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Any:
+    """A store file and a queue of this test's own, on the Redis broker."""
+    redis_up()
+    queue = f"a2a-test-{uuid.uuid4().hex}"
+    yield {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
+           "CELERY_BROKER_URL": REDIS_BROKER, "CELERY_QUEUE": queue}
+    drop_queue(REDIS_BROKER, queue)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Any:
+    """Starts servers and workers; stops whatever is left at the end."""
+    started: List[Any] = []
+
+    def start(kind: str, *args: Any, **kwargs: Any) -> Any:
+        made = Server(*args, **kwargs) if kind == "web" else Worker(*args, log_dir=tmp_path,
+                                                                     **kwargs)
+        started.append(made)
+        return made
+
+    start.started = started  # type: ignore[attr-defined]
+    yield start
+    for made in reversed(started):
+        made.stop()
+
+
+def send(server: Server, text: str, *, path: str = "/a2a", immediately: bool = False,
+         timeout: float = 30) -> Dict[str, Any]:
+    params: Dict[str, Any] = {"message": user_message(text, uuid.uuid4().hex)}
+    if immediately:
+        params["configuration"] = {"returnImmediately": True}
+    answer = server.rpc("SendMessage", params, path=path, timeout=timeout)
+    assert "result" in answer, answer
+    return answer["result"]["task"]
+
+
+def get(server: Server, task_id: str, path: str = "/a2a") -> Dict[str, Any]:
+    answer = server.rpc("GetTask", {"id": task_id}, path=path)
+    assert "result" in answer, answer
+    return answer["result"]
+
+
+def wait_state(server: Server, task_id: str, states: List[str], timeout: float,
+               path: str = "/a2a") -> Dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        task = get(server, task_id, path)
+        if task["status"]["state"] in states:
+            return task
+        assert time.monotonic() < deadline, task
+        time.sleep(0.1)
+
+
+def texts(task: Dict[str, Any]) -> List[str]:
+    messages = task.get("history", []) + ([task["status"]["message"]]
+                                         if task["status"].get("message") else [])
+    return [m["parts"][0]["text"] for m in messages if m["role"] == "ROLE_AGENT"]
+
+
+def chunks(task: Dict[str, Any]) -> List[str]:
+    return [part["text"] for artifact in task.get("artifacts", [])
+            for part in artifact["parts"]]
+
+
+# ----------------------------------------------------------------- no services
+
+
+def test_memory_store_is_refused_at_start() -> None:
+    agent = A2A(card=make_card(), runner="celery")
+    agent.executor(lambda ctx: "x")
+    with pytest.raises(RuntimeError, match="A2A_RUNNER=celery with the memory store"):
+        agent.init_app(Flask("x"))
+
+
+def test_a_queued_run_is_read_back_with_checked_types() -> None:
+    order = QueuedRun("a2a", "t", 1, "m", False, 1.5, "")
+    assert QueuedRun.from_dict(order.to_dict()) == order
+    for bad in (None, [], {**order.to_dict(), "seq": "1"}, {"agent": "a2a"}):
+        with pytest.raises(ValueError):
+            QueuedRun.from_dict(bad)
+
+
+def test_the_runner_seam_without_celery(tmp_path: Path) -> None:
+    """A runner of a few lines (a list as its queue): the web side answers with the
+    queued task, the worker side runs it with the same TaskContext, to the store."""
+    queued: List[Dict[str, Any]] = []
+
+    class ListRunner:
+        def start(self, run: Any) -> None:
+            queued.append(queue(run, "a2a").to_dict())
+
+    agent = A2A(card=make_card(), store=f"sqlite:///{tmp_path}/tasks.db")
+    agent.executor(lambda ctx: f"ran {ctx.text}")
+    app = Flask("seam")
+    agent.init_app(app)
+    runtime = app.extensions["a2a"]["a2a"].service.runtime
+    runtime.runs.runner = ListRunner()
+    answer = app.test_client().post("/a2a", headers={"A2A-Version": "1.0"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": user_message("x", "m-seam"),
+                   "configuration": {"returnImmediately": True}}}).get_json()
+    assert answer["result"]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    order, = queued
+    with app.app_context():
+        run = execute(runtime, QueuedRun.from_dict(order), rerun_safe=False)
+        assert run is not None
+        # Delivered again after it finished: nothing runs twice.
+        assert execute(runtime, QueuedRun.from_dict(order), rerun_safe=False) is None
+    record = runtime.store.load(order["task_id"])
+    assert record.state.value == "TASK_STATE_COMPLETED"
+    assert [part.text for artifact in record.task.artifacts
+            for part in artifact.parts] == ["ran x"]
+    app.extensions["a2a"]["a2a"].close()
+
+
+def test_a_queued_task_that_asks_for_input_is_queued_again_by_the_answer(tmp_path: Path) -> None:
+    queued: List[Dict[str, Any]] = []
+
+    class ListRunner:
+        def start(self, run: Any) -> None:
+            queued.append(queue(run, "a2a").to_dict())
+
+    def ask(ctx: Any) -> Any:
+        if not ctx.follow_up:
+            ctx.ask("which city?")
+            return None
+        return f"weather in {ctx.text}"
+
+    agent = A2A(card=make_card(), store=f"sqlite:///{tmp_path}/tasks.db")
+    agent.executor(ask)
+    app = Flask("ask")
+    agent.init_app(app)
+    runtime = app.extensions["a2a"]["a2a"].service.runtime
+    runtime.runs.runner = ListRunner()
+    client = app.test_client()
+
+    def send_rpc(message: Dict[str, Any]) -> Dict[str, Any]:
+        return client.post("/a2a", headers={"A2A-Version": "1.0"}, json={
+            "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+            "params": {"message": message, "configuration": {"returnImmediately": True}}
+        }).get_json()["result"]["task"]
+
+    task = send_rpc(user_message("weather?", "m-1"))
+    with app.app_context():
+        execute(runtime, QueuedRun.from_dict(queued[-1]), rerun_safe=False)
+    assert runtime.store.load(task["id"]).state.value == "TASK_STATE_INPUT_REQUIRED"
+    answered = send_rpc(user_message("Paris", "m-2", taskId=task["id"]))
+    assert answered["status"]["state"] == "TASK_STATE_WORKING"
+    assert len(queued) == 2 and queued[-1]["follow_up"] and queued[-1]["message_id"] == "m-2"
+    with app.app_context():
+        # The first order delivered again (its acknowledgement lost): its run ended
+        # its turn, so nothing runs and the task is not failed.
+        for rerun_safe in (False, True):
+            assert execute(runtime, QueuedRun.from_dict(queued[0]),
+                           rerun_safe=rerun_safe) is None
+        assert runtime.store.load(task["id"]).state.value == "TASK_STATE_WORKING"
+        execute(runtime, QueuedRun.from_dict(queued[-1]), rerun_safe=False)
+    record = runtime.store.load(task["id"])
+    assert record.state.value == "TASK_STATE_COMPLETED"
+    assert [part.text for artifact in record.task.artifacts
+            for part in artifact.parts] == ["weather in Paris"]
+    app.extensions["a2a"]["a2a"].close()
+
+
+def test_runs_whose_workers_keep_dying_restart_three_times_then_fail(tmp_path: Path) -> None:
+    from a2a_flask.engine.runners import MAX_RESTARTS, TOO_MANY_RESTARTS, claim
+    from a2a_flask.protocol.models import (Artifact, Part, TaskArtifactUpdateEvent, TaskState,
+                                           TaskStatus, TaskStatusUpdateEvent)
+
+    queued: List[Dict[str, Any]] = []
+
+    class ListRunner:
+        def start(self, run: Any) -> None:
+            queued.append(queue(run, "a2a").to_dict())
+
+    agent = A2A(card=make_card(), store=f"sqlite:///{tmp_path}/tasks.db")
+    agent.executor(lambda ctx: "never run here")
+    app = Flask("dying")
+    agent.init_app(app)
+    runtime = app.extensions["a2a"]["a2a"].service.runtime
+    runtime.runs.runner = ListRunner()
+    app.test_client().post("/a2a", headers={"A2A-Version": "1.0"}, json={
+        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+        "params": {"message": user_message("x", "m-dying"),
+                   "configuration": {"returnImmediately": True}}})
+    order = QueuedRun.from_dict(queued[0])
+    task_id = order.task_id
+
+    def die_after_writing(record: Any) -> List[Any]:
+        """What a run writes before its worker is killed."""
+        status = TaskStatus(state=TaskState.WORKING)
+        return [TaskStatusUpdateEvent(task_id, record.task.context_id, status),
+                TaskArtifactUpdateEvent(task_id, record.task.context_id,
+                                        Artifact(artifact_id="a", parts=[Part(text="half")]))]
+
+    for restart in range(MAX_RESTARTS):
+        runtime.commit(task_id, die_after_writing)
+        run = claim(runtime, order, rerun_safe=True)
+        assert run is not None and run.record.task.artifacts == []
+        assert run.record.task.status.message.parts[0].text == RESTARTED
+    runtime.commit(task_id, die_after_writing)
+    assert claim(runtime, order, rerun_safe=True) is None
+    record = runtime.store.load(task_id)
+    assert record.state is TaskState.FAILED
+    assert record.task.status.message.parts[0].text == TOO_MANY_RESTARTS
+    app.extensions["a2a"]["a2a"].close()
+
+
+# ------------------------------------------------------------- real processes
+
+
+def test_tasks_run_in_the_worker_and_cancel_and_a_burst(env: Dict[str, str],
+                                                        processes: Any) -> None:
+    web = processes("web", "examples.celery_agent:app", env=env, workers=2)
+    worker = processes("worker", "examples.celery_agent:celery", env, concurrency=2)
+    done = send(web, "hello")
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert chunks(done) == ["hello"]
+    # A stream follows the worker's events as they come.
+    events = [event["data"]["result"] for event in web.stream(
+        "SendStreamingMessage", {"message": user_message("slow:2", "m-stream")})]
+    assert events[0]["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert [e["statusUpdate"]["status"]["message"]["parts"][0]["text"] for e in events
+            if "statusUpdate" in e and e["statusUpdate"]["status"].get("message")] == [
+        "worked 1 of 2 s", "worked 2 of 2 s"]
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    # Cancel from the web tier stops the run in the worker within about 2 s.
+    task = send(web, "slow:20", immediately=True)
+    wait_state(web, task["id"], ["TASK_STATE_WORKING"], 15)
+    before = worker.finished_runs()
+    canceled_at = time.monotonic()
+    answer = web.rpc("CancelTask", {"id": task["id"]})
+    assert answer["result"]["status"]["state"] == "TASK_STATE_CANCELED"
+    worker.wait_for(lambda text: text.count("succeeded in") > before, 10, "the run went on")
+    assert time.monotonic() - canceled_at < 3.0
+    assert get(web, task["id"])["status"]["state"] == "TASK_STATE_CANCELED"
+
+    # A burst: every task completes, each once.
+    with ThreadPoolExecutor(8) as pool:
+        sent = list(pool.map(lambda n: send(web, f"burst {n}", immediately=True)["id"],
+                             range(200)))
+    deadline = time.monotonic() + 60
+    for n, task_id in enumerate(sent):
+        task = wait_state(web, task_id, ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"],
+                          max(1.0, deadline - time.monotonic()))
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED" and chunks(task) == [
+            f"burst {n}"], task
+
+
+def resubscribe(server: Server, task_id: str) -> List[Dict[str, Any]]:
+    return [event["data"]["result"] for event in server.stream(
+        "SubscribeToTask", {"id": task_id}, timeout=30) if "result" in event["data"]]
+
+
+def test_web_restarts_and_a_warm_worker_shutdown_during_a_task(
+        tmp_path: Path, processes: Any, request: Any) -> None:
+    """RabbitMQ, a gevent-pool worker: the web tier reloads (HUP) and then stops and
+    starts again (SIGTERM) while a 10 s task runs; the Celery worker gets a warm
+    shutdown before the task ends.  The task completes, and a resubscribe on the new
+    web server sees each of its events once, in order."""
+    rabbit_up()
+    env = {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
+           "CELERY_BROKER_URL": RABBIT_BROKER, "CELERY_QUEUE": f"a2a-test-{uuid.uuid4().hex}"}
+    request.addfinalizer(lambda: drop_queue(RABBIT_BROKER, env["CELERY_QUEUE"]))
+    web = processes("web", "examples.celery_agent:app", env=env)
+    worker = processes("worker", "examples.celery_agent:celery", env, pool="gevent",
+                       concurrency=10)
+    task = send(web, "slow:10", immediately=True)
+    wait_state(web, task["id"], ["TASK_STATE_WORKING"], 15)
+    web.proc.send_signal(signal.SIGHUP)  # a reload: new workers, the old ones stop
+    time.sleep(2)
+    assert get(web, task["id"])["status"]["state"] == "TASK_STATE_WORKING"
+    port = web.port
+    web.stop()  # SIGTERM: the web tier is gone for a while
+    time.sleep(1)
+    web = processes("web", "examples.celery_agent:app", env=env, port=port)
+    with ThreadPoolExecutor(1) as pool:
+        following = pool.submit(resubscribe, web, task["id"])
+        time.sleep(0.5)
+        worker.warm_stop(timeout=20)  # waits for the run: the task is not failed
+        assert worker.proc.returncode == 0
+        events = following.result(timeout=20)
+    final = events[-1]
+    assert final["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", events
+    task = get(web, task["id"])
+    steps = [f"worked {n} of 10 s" for n in range(1, 11)]
+    assert texts(task) == steps
+    assert chunks(task) == [f"step {n}\n" for n in range(1, 11)] + ["done after 10 s"]
+    # The resubscribe: a snapshot, then each later event once, in order.
+    assert "task" in events[0]
+    seen = [event["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+            for event in events[1:] if "statusUpdate" in event
+            and event["statusUpdate"]["status"].get("message")]
+    assert texts(events[0]["task"]) + seen == steps
+
+
+def test_no_worker_then_a_worker_then_a_killed_one(env: Dict[str, str], processes: Any) -> None:
+    """No worker: a non-blocking send answers SUBMITTED at once, a blocking one at
+    A2A_BLOCKING_TIMEOUT with the task as it stands; both run once a worker comes.
+    Then a worker is SIGKILLed mid-task: the rerun-safe agent runs the task again
+    (the final task holds the second run's chunks only, and says it restarted); the
+    other fails it once, saying why."""
+    web = processes("web", "tests.support.celery_app:app",
+                    env={**env, "FLASK_A2A_BLOCKING_TIMEOUT": "2"})
+    started = time.monotonic()
+    queued = send(web, "queued", path="/safe", immediately=True)
+    assert queued["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert time.monotonic() - started < 2
+    started = time.monotonic()
+    blocked = send(web, "blocked", path="/safe")
+    assert blocked["status"]["state"] == "TASK_STATE_SUBMITTED"
+    assert 1.5 < time.monotonic() - started < 6
+    worker = processes("worker", "tests.support.celery_app:celery", env)
+    for task_id, text in ((queued["id"], "queued"), (blocked["id"], "blocked")):
+        task = wait_state(web, task_id, ["TASK_STATE_COMPLETED"], 20, path="/safe")
+        assert chunks(task) == [text]
+
+    for path in ("/safe", "/unsafe"):
+        task = send(web, "slow:3", path=path, immediately=True)
+        deadline = time.monotonic() + 15
+        while "chunk 2;" not in chunks(get(web, task["id"], path)):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child, = worker.children()
+        os.kill(child, signal.SIGKILL)
+        final = wait_state(web, task["id"], ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"], 20,
+                           path)
+        if path == "/safe":
+            assert final["status"]["state"] == "TASK_STATE_COMPLETED", final
+            assert chunks(final) == ["chunk 1;", "chunk 2;", "chunk 3;"]
+            assert [t.split(" (")[0] for t in texts(final)] == [
+                "step 1 of 3", "step 2 of 3", RESTARTED, "step 1 of 3", "step 2 of 3",
+                "step 3 of 3"]
+        else:
+            assert final["status"]["state"] == "TASK_STATE_FAILED", final
+            assert final["status"]["message"]["parts"][0]["text"] == NOT_RERUN
+            time.sleep(1)  # nothing more happens to it
+            assert get(web, task["id"], path)["status"] == final["status"]
+
+
+def test_a_whole_worker_killed_on_rabbitmq_is_run_again_by_the_next(
+        tmp_path: Path, processes: Any, request: Any) -> None:
+    """RabbitMQ gives an unacknowledged message back as soon as its worker's
+    connection drops: a whole Celery worker (not only its pool process) SIGKILLed
+    mid-task, then another started within the lease's time, runs the rerun-safe
+    task again from the start."""
+    rabbit_up()
+    env = {"FLASK_A2A_STORE": f"sqlite:///{tmp_path}/tasks.db",
+           "CELERY_BROKER_URL": RABBIT_BROKER, "CELERY_QUEUE": f"a2a-test-{uuid.uuid4().hex}"}
+    request.addfinalizer(lambda: drop_queue(RABBIT_BROKER, env["CELERY_QUEUE"]))
+    web = processes("web", "tests.support.celery_app:app", env=env)
+    worker = processes("worker", "tests.support.celery_app:celery", env)
+    task = send(web, "slow:3", path="/safe", immediately=True)
+    deadline = time.monotonic() + 15
+    while "chunk 2;" not in chunks(get(web, task["id"], "/safe")):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(worker.proc.pid, signal.SIGKILL)  # the worker and its pool, at once
+    worker.proc.wait(10)
+    processes("worker", "tests.support.celery_app:celery", env)
+    final = wait_state(web, task["id"], ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"], 30,
+                       "/safe")
+    assert final["status"]["state"] == "TASK_STATE_COMPLETED", final
+    assert chunks(final) == ["chunk 1;", "chunk 2;", "chunk 3;"]
+    assert RESTARTED in [t.split(" (")[0] for t in texts(final)]
+
+
+@pytest.mark.parametrize("kind", ["postgresql", "mariadb"])
+def test_networked_stores_with_a_prefork_worker(kind: str, env: Dict[str, str],
+                                                processes: Any) -> None:
+    """The SQL stores' engines are made in each forked pool process, never shared
+    across a fork (the Redis store: bench/celery_bench.py --store redis://...)."""
+    name = f"a2a_celery_{uuid.uuid4().hex[:8]}"
+    store = sql_test_url(kind, name)
+    try:
+        env = {**env, "FLASK_A2A_STORE": store}
+        web = processes("web", "examples.celery_agent:app", env=env)
+        processes("worker", "examples.celery_agent:celery", env, concurrency=2)
+        first, second = send(web, "slow:1", immediately=True), send(web, "hello")
+        assert chunks(second) == ["hello"]
+        done = wait_state(web, first["id"], ["TASK_STATE_COMPLETED"], 15)
+        assert chunks(done) == ["step 1\n", "done after 1 s"]
+    finally:
+        for made in reversed(processes.started):
+            made.stop()
+        drop_sql_database(kind, name)
+
+
+TRACED = """
+import contextlib, json, sys, time, types
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from flask import Flask
+from a2a_flask import A2A, signals
+from tests.conftest import make_card
+
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+
+class Broker:
+    '''What the runner uses of a Celery app, with a list as the queue.'''
+    amqp = None
+    def __init__(self):
+        self.tasks, self.sent = {}, []
+    def connection_for_write(self):
+        return contextlib.nullcontext(types.SimpleNamespace(transport=None))
+    def task(self, **options):
+        def register(fn):
+            self.tasks[options["name"]] = (fn, options)
+            return fn
+        return register
+    def send_task(self, name, args):
+        self.sent.append((name, args))
+
+broker = Broker()
+agent = A2A(card=make_card(), runner="celery", celery=broker, store=sys.argv[1])
+agent.executor(lambda ctx: "traced")
+app = Flask("traced")
+agent.init_app(app)
+runs = []
+signals.task_run.connect(lambda sender, **kw: runs.append(kw), weak=False)
+answer = app.test_client().post("/a2a", headers={
+    "A2A-Version": "1.0",
+    "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, json={
+    "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+        "configuration": {"returnImmediately": True}}}).get_json()
+(name, args), = broker.sent
+run, options = broker.tasks[name]
+run(types.SimpleNamespace(), *args)
+for _ in range(100):  # the run's span ends just after the run says it finished
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    if "a2a.execute" in spans:
+        break
+    time.sleep(0.02)
+print(sorted(spans), file=sys.stderr)
+print(json.dumps({"state": answer["result"]["task"]["status"]["state"], "name": name,
+                  "options": {k: options[k] for k in ("acks_late", "reject_on_worker_lost")},
+                  "trace": format(spans["a2a.execute"].context.trace_id, "032x"),
+                  "parent": format(spans["a2a.execute"].parent.span_id, "016x"),
+                  "server": format(spans["SendMessage"].context.span_id, "016x"),
+                  "runs": [sorted(kw) for kw in runs]}))
+"""
+
+
+def test_the_callers_trace_and_the_run_times_cross_the_queue(tmp_path: Path) -> None:
+    """With tracing on, the worker's ``a2a.execute`` span is a child of the request that
+    queued the run (its traceparent rides in the message); ``task_run`` reports the
+    queue wait and run time; the task is registered with late acknowledgement."""
+    pytest.importorskip("opentelemetry.sdk")
+    import json
+
+    done = subprocess.run([sys.executable, "-c", TRACED, f"sqlite:///{tmp_path}/t.db"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["state"] == "TASK_STATE_SUBMITTED" and found["name"] == "a2a_flask.run.a2a"
+    assert found["options"] == {"acks_late": True, "reject_on_worker_lost": True}
+    assert found["trace"] == "0af7651916cd43dd8448eb211c80319c"
+    assert found["parent"] == found["server"]
+    assert found["runs"] == [["context_id", "queue_wait", "run_time", "task_id"]]
