@@ -12,7 +12,7 @@ To add an operation: add its entry to :data:`OPERATIONS` and its method to
 :class:`Service` (and to the engine's ``AgentService``, which must conform: the
 type check says where it does not).  The 1.0 JSON-RPC method, the 1.0 REST
 routes and the metric names follow from the entry; the 0.3 and 0.1 dialects
-never gain it (they are history).  ``tests/test_operations.py`` checks that
+never gain it (they are history).  ``tests/unit/test_operations.py`` checks that
 everything derived covers the table and nothing else lists operations.
 
 The table only names things: it imports nothing but the 1.0 models, and rules
