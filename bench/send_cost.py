@@ -73,25 +73,28 @@ class Agent:
                 self.calls += 1
 
             sa.event.listen(engine, "before_cursor_execute", count)
-        redis_client = getattr(store, "_redis", None)
-        if redis_client is not None:
-            pool = redis_client.connection_pool
-            original = pool.get_connection
+        for name in ("_redis", "_writer"):  # the readers' and the writers' pools
+            redis_client = getattr(store, name, None)
+            if redis_client is not None:
+                self._count_sends(redis_client.connection_pool)
 
-            def counted(*args: Any, **kwargs: Any) -> Any:
-                connection = original(*args, **kwargs)
-                if not getattr(connection, "_a2a_counted", False):
-                    send = connection.send_packed_command
+    def _count_sends(self, pool: Any) -> None:
+        original = pool.get_connection
 
-                    def sent(command: Any, *a: Any, **k: Any) -> Any:
-                        self.calls += 1
-                        return send(command, *a, **k)
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            connection = original(*args, **kwargs)
+            if not getattr(connection, "_a2a_counted", False):
+                send = connection.send_packed_command
 
-                    connection.send_packed_command = sent
-                    connection._a2a_counted = True
-                return connection
+                def sent(command: Any, *a: Any, **k: Any) -> Any:
+                    self.calls += 1
+                    return send(command, *a, **k)
 
-            pool.get_connection = counted
+                connection.send_packed_command = sent
+                connection._a2a_counted = True
+            return connection
+
+        pool.get_connection = counted
 
     def send(self) -> None:
         body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {

@@ -23,7 +23,7 @@ from ..protocol.events import Event
 from ..protocol.models import TaskState, TaskStatus, TaskStatusUpdateEvent, format_timestamp, new_id, utc_now
 from ..stores.base import TaskRecord, TaskStore
 from .states import Change, transition
-from .writer import TaskWriter, agent_message
+from .writer import Lease, TaskWriter, agent_message
 
 if TYPE_CHECKING:
     from .run import Run
@@ -87,15 +87,17 @@ class Keeper:
         """Take ``run``'s lease and count it among this process's runs (the lease first:
         if the store is down the caller hears it and no run is left behind)."""
         self.ensure()
-        self.store.acquire_lease(run.task_id, self.owner, self.lease_ttl)
+        owner = self.owner
+        self.store.acquire_lease(run.task_id, owner, self.lease_ttl)
+        run.lease = Lease(owner)
         self._runs[run.task_id] = run
 
     def let_go(self, run: "Run") -> None:
-        """``run`` ended: release its lease, unless shutdown already did."""
+        """``run`` ended: release its lease, unless its last write or shutdown did."""
         if self._runs.get(run.task_id) is not run:
             return
         del self._runs[run.task_id]
-        if self.store.closed:
+        if self.store.closed or (run.lease is not None and run.lease.released):
             return
         try:
             self.store.release_lease(run.task_id, self.owner)
@@ -166,7 +168,9 @@ class Keeper:
         for task_id in self.writer.record_missed_failures():
             self.store.release_lease(task_id, self.owner)
         runs = self.runs_here()
-        self.store.renew_leases(self.owner, [run.task_id for run in runs], self.lease_ttl)
+        self.store.renew_leases(self.owner, [run.task_id for run in runs
+                                             if run.lease is None or not run.lease.released],
+                                self.lease_ttl)
         if self._outage_seen:
             # Renewals failed during an outage; the other processes' did too, and their
             # leases may have run out meanwhile though their runs go on.  Each keeper

@@ -14,7 +14,6 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..concurrency import Worker, cooperate, gevent_active, let_io_run
-from ..observe import tasks as observe
 from ..protocol.errors import StoreUnavailable, TaskTooLargeError
 from ..protocol.events import Event
 from ..protocol.models import (
@@ -32,7 +31,7 @@ from ..stores.base import TaskRecord
 from ..stores.grace import Outage
 from .budget import message_size
 from .states import Change, TaskClosedError, transition
-from .writer import TaskWriter
+from .writer import Lease, TaskWriter
 
 log = logging.getLogger("a2a_flask")
 
@@ -143,6 +142,8 @@ class Run:
         #: Set while an append of this run waits for the store to come back (within
         #: ``A2A_STORE_GRACE``): the executor's next emission waits for it.
         self.stalled = False
+        #: This run's lease on its task, once the keeper took it (see :meth:`.Keeper.hold`).
+        self.lease: Optional[Lease] = None
 
     def pace(self) -> None:
         """Let the worker's other greenlets run if this run has not yielded for a while.
@@ -210,25 +211,55 @@ class Run:
         with self._lock:
             if self.reply is not None:
                 return None
-            if self.record is None:
-                task = Task(
-                    id=self.task_id,
-                    context_id=self.context_id,
-                    status=TaskStatus(state=TaskState.SUBMITTED, timestamp=utc_now()),
-                    history=[self.message],
-                )
-                record = TaskRecord(task, 1, self.tenant, self.owner, self.dialect)
-                record.held = message_size(self.message)
-                self.writer.store.create(record, task)
-                observe.created(self.writer.sender, self.task_id, self.context_id)
+            created = self.record is None
+            if created:
+                record = self._new_record()
+                self.writer.create(record, record.task, [])
                 self.record = record
                 self.decided.set()
-                created = True
-            else:
-                created = False
         if created and self.streamed:
             cooperate()  # an executor that never blocks would hold the first event back
         return self.record
+
+    def _new_record(self) -> TaskRecord:
+        """The task this run makes: SUBMITTED, holding the user's message."""
+        task = Task(id=self.task_id, context_id=self.context_id,
+                    status=TaskStatus(state=TaskState.SUBMITTED, timestamp=utc_now()),
+                    history=[self.message])
+        record = TaskRecord(task, 1, self.tenant, self.owner, self.dialect)
+        record.held = message_size(self.message)
+        return record
+
+    def _make_task(self, events: Callable[[TaskState], List[Event]]) -> Optional[TaskRecord]:
+        """The run's first emission makes its task, with the emission's events, in one
+        store call; None when another caller made the task meanwhile (a reader of
+        :attr:`task`, or a ``returnImmediately`` send)."""
+        with self._lock:
+            if self.reply is not None:
+                raise TaskClosedError("the agent already answered with a message")
+            if self.record is not None:
+                return None
+            record = self._new_record()
+            try:
+                made = events(TaskState.SUBMITTED)
+            except BaseException:
+                # A refused emission (a transition the state machine refuses) still
+                # finds its task made, as an executor's every emission does.
+                self.writer.create(record, record.task, [])
+                self.record = record
+                self.decided.set()
+                raise
+            try:
+                after = self.writer.create(record, record.task, made, self.lease)
+            except TaskTooLargeError:
+                self.record = record  # made without the events refused
+                self.decided.set()
+                raise
+            self.record = after
+            self.decided.set()
+        if self.streamed:
+            cooperate()  # an executor that never blocks would hold the first event back
+        return after
 
     def set_status(self, state: TaskState, message: Optional[Message] = None,
                    metadata: Optional[Dict[str, Any]] = None) -> Task:
@@ -266,7 +297,9 @@ class Run:
             return
         self._check_can_emit()
         record = self.record
-        assert record is not None  # made by _check_can_emit
+        if record is None:  # the first emission: it makes the task, with this chunk
+            self._emit(lambda current: [event])
+            return
         transition(record.state, Change.OUTPUT)  # what this run itself wrote (ended: refused)
         self._unsent.append(event)
         if self.stalled:
@@ -337,7 +370,7 @@ class Run:
         failed, self._unsent_error = self._unsent_error, None
         if failed is not None:
             raise failed
-        if self.ensure_task() is None:
+        if self.record is None and self.reply is not None:
             raise TaskClosedError("the agent already answered with a message")
 
     def _emit(self, events: Callable[[TaskState], List[Event]]) -> TaskRecord:
@@ -354,16 +387,23 @@ class Run:
             failed, self._unsent_error = self._unsent_error, None
             if failed is not None:
                 raise failed  # the background append this one waited for gave up
-            unsent, self._unsent = self._unsent, []
-            try:
-                self.record = record = self._append(unsent, events)
-            except TaskTooLargeError:
-                raise  # dropped: appended again, they would be refused again
-            except BaseException:
-                self._unsent[:0] = unsent  # not written: they wait for the next append
-                raise
+            # The first emission makes the task (no chunk waits before it exists).
+            made = self._make_task(events) if self.record is None else None
+            record = made if made is not None else self._commit_unsent(events)
         if record.state.settled:
             self.settled.set()
+        return record
+
+    def _commit_unsent(self, events: Callable[[TaskState], List[Event]]) -> TaskRecord:
+        """Append the chunks waiting in this run, then ``events`` (under ``_appending``)."""
+        unsent, self._unsent = self._unsent, []
+        try:
+            self.record = record = self._append(unsent, events)
+        except TaskTooLargeError:
+            raise  # dropped: appended again, they would be refused again
+        except BaseException:
+            self._unsent[:0] = unsent  # not written: they wait for the next append
+            raise
         return record
 
     def _append(self, unsent: List[Event],
@@ -403,7 +443,7 @@ class Run:
         try:
             while True:
                 try:
-                    return writer.commit(self.task_id, build, self.record)
+                    return writer.commit(self.task_id, build, self.record, lease=self.lease)
                 except _Landed as landed:
                     return landed.record
                 except StoreUnavailable:

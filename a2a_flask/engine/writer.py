@@ -9,11 +9,12 @@ store was down to take (the keeper retries them).
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..observe import tasks as observe
 from ..protocol.codec import encode
-from ..protocol.errors import TaskNotFoundError
+from ..protocol.errors import TaskNotFoundError, TaskTooLargeError
 from ..protocol.events import Event
 from ..protocol.models import Message, Part, Role, TaskStatus, TaskStatusUpdateEvent, new_id, utc_now
 from ..stores.base import SequenceConflict, TaskRecord, TaskStore, finishes
@@ -25,6 +26,15 @@ def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message
     """A one-part text message from the agent."""
     return Message(message_id=new_id(), role=Role.AGENT, parts=[Part(text=text)],
                    task_id=task_id, context_id=context_id)
+
+
+@dataclass
+class Lease:
+    """A run's lease on its task, as the keeper took it (see :mod:`.keeper`)."""
+
+    owner: str
+    #: Released with the run's last write (the one that finished the task).
+    released: bool = False
 
 
 class TaskWriter:
@@ -46,7 +56,8 @@ class TaskWriter:
         self._unrecorded: Dict[str, str] = {}
 
     def commit(self, task_id: str, build: Callable[[TaskRecord], List[Event]],
-               known: Optional[TaskRecord] = None, *, caller: bool = False) -> TaskRecord:
+               known: Optional[TaskRecord] = None, *, caller: bool = False,
+               lease: Optional[Lease] = None) -> TaskRecord:
         """Append the events ``build`` makes from the latest record; retry on conflicts.
 
         ``known`` is the record as the caller last saw it (a run's own
@@ -55,6 +66,8 @@ class TaskWriter:
         Raises :class:`~a2a_flask.errors.TaskTooLargeError` when the
         events would take the task past ``max_task_bytes`` (with a violation
         on ``message.parts`` when ``caller``: they carry a caller's message).
+        ``lease`` is the committing run's own: released with the events that
+        finish the task, in the same round trip where the store can.
         """
         while True:
             fresh = known is None
@@ -70,12 +83,44 @@ class TaskWriter:
                 if fresh:
                     raise
                 continue  # judged on a stale record: judge again on the stored one
+            release = lease is not None and not lease.released and after.state.terminal
             try:
-                self.store.append(task_id, record.seq, events, after)
+                if release:
+                    assert lease is not None
+                    self.store.append_released(task_id, record.seq, events, after, lease.owner)
+                    lease.released = True
+                else:
+                    self.store.append(task_id, record.seq, events, after)
             except SequenceConflict:
                 continue
             observe.committed(self.sender, record.state, after.outline, record.created_at)
             return after
+
+    def create(self, record: TaskRecord, first_event: Event, events: List[Event],
+               lease: Optional[Lease] = None) -> TaskRecord:
+        """Create the task of ``record`` with ``events`` after ``first_event``, in one
+        store call: a run's first emission makes its task.  ``lease`` as in
+        :meth:`commit`.  Events past ``max_task_bytes`` are refused as :meth:`commit`
+        refuses them, once the task exists without them."""
+        task = record.task
+        if not events:
+            self.store.create(record, first_event)
+            observe.created(self.sender, task.id, task.context_id)
+            return record
+        try:
+            after = self._after(record, events, caller=False)
+        except TaskTooLargeError:
+            self.store.create(record, first_event)
+            observe.created(self.sender, task.id, task.context_id)
+            raise
+        release = lease is not None and not lease.released and after.state.terminal
+        self.store.create_with(record, first_event, events, after,
+                               release_owner=lease.owner if release and lease else None)
+        if release and lease is not None:
+            lease.released = True
+        observe.created(self.sender, task.id, task.context_id)
+        observe.committed(self.sender, record.state, after.outline, record.created_at)
+        return after
 
     def landed(self, task_id: str, seq: int, events: List[Event]) -> bool:
         """Whether the log holds exactly ``events`` right after ``seq``: an append

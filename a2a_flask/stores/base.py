@@ -421,13 +421,37 @@ class TaskStore(TaskLog, Coordination):
     Subclass it (or :class:`TaskLog` and a :class:`Coordination` such as
     :class:`~.coordination.DictCoordination`, then this) for a new store, and
     register its URL scheme with :func:`a2a_flask.stores.register_store`.
+
+    Two more methods let a run's first and last writes go in one round trip each
+    where the store can; by default they are the calls they stand for.
     """
+
+    def create_with(self, record: TaskRecord, first_event: Event, events: List[Event],
+                    after: TaskRecord, release_owner: Optional[str] = None) -> int:
+        """:meth:`create` the task and :meth:`append` ``events`` to it (``after`` is the
+        record they make) at once: a run's first emission makes its task.  With
+        ``release_owner`` the events finish the task, and that owner's lease is
+        released too (:meth:`release_lease`).  Returns the new sequence number."""
+        self.create(record, first_event)
+        seq = self.append(record.task.id, record.seq, events, after)
+        if release_owner is not None:
+            self.release_lease(record.task.id, release_owner)
+        return seq
+
+    def append_released(self, task_id: str, expected_seq: int, events: List[Event],
+                        record: TaskRecord, owner: str) -> int:
+        """:meth:`append` events that finish the task, and release ``owner``'s lease on
+        it (:meth:`release_lease`): a run's last write lets its lease go with it."""
+        seq = self.append(task_id, expected_seq, events, record)
+        self.release_lease(task_id, owner)
+        return seq
 
 
 # ----------------------------------------------------------- outages
 
 #: The methods of the contract: what :func:`outages_as_unavailable` guards.
-CONTRACT = tuple(sorted(TaskStore.__abstractmethods__ | {"head", "task_ids"}))
+CONTRACT = tuple(sorted(TaskStore.__abstractmethods__
+                        | {"head", "task_ids", "create_with", "append_released"}))
 
 _Store = TypeVar("_Store", bound=Type[TaskStore])
 

@@ -130,20 +130,34 @@ def _check_lengths(task_id: str, texts: List[str]) -> List[str]:
     return texts
 
 
-# KEYS: task, log, index, channel, push, push order, context index, state index.  ARGV:
+# A run's last write releases its lease with it (a lease another process took meanwhile
+# is never dropped): the lease key and the running set, the owner ('' for no release),
+# the task id.
+_RELEASE_LEASE = """
+local function release_lease(lease, running, owner, task_id)
+  if owner == '' then return end
+  local holder = redis.call('GET', lease)
+  if holder and holder ~= owner then return end
+  if holder then redis.call('DEL', lease) end
+  redis.call('SREM', running, task_id)
+end
+"""
+
+# KEYS: task, log, index, channel, push, push order, context index, state index, lease,
+# running set.  ARGV:
 # expected seq, snapshot ('' keeps the stored one), state, updated_at, score, task id, ttl
 # seconds for terminal tasks (0 = none), the new snapshot's bytes, the bytes logged since
 # the snapshot, the history's length, the state indexes' common start (the old state's
 # entry leaves its index: a state is ASCII, so Lua's length is join_key's), the task's
 # tenant and owner (a task of another caller that took the id is never written),
-# events...
-_APPEND = """
+# the owner whose lease the events release ('' for none: see _RELEASE_LEASE), events...
+_APPEND = _RELEASE_LEASE + """
 local task = redis.call('HMGET', KEYS[1], 'seq', 'state', 'tenant', 'owner')
 local seq, old = task[1], task[2]
 if not seq or task[3] ~= ARGV[12] or task[4] ~= ARGV[13] then return -1 end
 if tonumber(seq) ~= tonumber(ARGV[1]) then return -2 end
-for i = 14, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
-local new = tonumber(ARGV[1]) + (#ARGV - 13)
+for i = 15, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+local new = tonumber(ARGV[1]) + (#ARGV - 14)
 redis.call('HSET', KEYS[1], 'seq', new, 'state', ARGV[3], 'updated_at', ARGV[4],
            'log_bytes', ARGV[9], 'history_len', ARGV[10])
 if ARGV[2] ~= '' then
@@ -160,21 +174,28 @@ if tonumber(ARGV[7]) > 0 then
     if i ~= 3 and i ~= 4 then redis.call('EXPIRE', KEYS[i], ARGV[7]) end
   end
 end
+release_lease(KEYS[9], KEYS[10], ARGV[14], ARGV[6])
 redis.call('PUBLISH', KEYS[4], ARGV[6] .. ' ' .. new)
 return new
 """
 
-# KEYS: task, log, channel, then the indexes (the caller's, its context's, its state's).
-# ARGV: the task hash's short fields (a JSON object of strings: one argument, not two
-# per field, since redis-py's CPU per call grows with its arguments), the snapshot,
-# the first event, the score and the task id.
-_CREATE = """
+# KEYS: task, log, channel, push, push order, lease, running set, then the indexes (the
+# caller's, its context's, its state's).  ARGV: the task hash's short fields (a JSON
+# object of strings: one argument, not two per field, since redis-py's CPU per call
+# grows with its arguments), the snapshot, the score, the task id, the ttl seconds of
+# a terminal task (0 = none), the owner whose lease the events release ('' for none),
+# the new seq, then the events (the first one and those of the run's first emission).
+_CREATE = _RELEASE_LEASE + """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 for name, value in pairs(cjson.decode(ARGV[1])) do redis.call('HSET', KEYS[1], name, value) end
 redis.call('HSET', KEYS[1], 'snapshot', ARGV[2])
-redis.call('RPUSH', KEYS[2], ARGV[3])
-for i = 4, #KEYS do redis.call('ZADD', KEYS[i], ARGV[4], ARGV[5]) end
-redis.call('PUBLISH', KEYS[3], ARGV[5] .. ' 1')
+for i = 8, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+for i = 8, #KEYS do redis.call('ZADD', KEYS[i], ARGV[3], ARGV[4]) end
+if tonumber(ARGV[5]) > 0 then
+  for _, i in ipairs({1, 2, 4, 5}) do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
+end
+release_lease(KEYS[6], KEYS[7], ARGV[6], ARGV[4])
+redis.call('PUBLISH', KEYS[3], ARGV[4] .. ' ' .. ARGV[7])
 return 1
 """
 
@@ -419,25 +440,45 @@ class RedisStore(TaskStore):
                           text("created_at"))
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
-        task = record.task
+        self._create_task(record, [first_event], record, "")
+
+    def create_with(self, record: TaskRecord, first_event: Event, events: List[Event],
+                    after: TaskRecord, release_owner: Optional[str] = None) -> int:
+        self._create_task(record, [first_event, *events], after, release_owner or "")
+        return after.seq
+
+    def _create_task(self, record: TaskRecord, events: List[Event], after: TaskRecord,
+                     release_owner: str) -> None:
+        """One script: the task as ``after`` (its snapshot), its log ``events``, its
+        index entries, and the lease ``release_owner`` lets go of (if any)."""
+        task = after.task
         snapshot = _check_lengths(task.id, [dump_task(task)])[0]
+        state = after.state
+        updated = after.outline.status.timestamp or record.created_at
         fields = {"tenant": record.tenant, "owner": record.owner, "dialect": record.dialect,
-                  "context_id": task.context_id, "state": task.status.state.value,
-                  "created_at": record.created_at, "updated_at": record.updated_at,
-                  "seq": str(record.seq), "snap_seq": str(record.seq),
-                  "snap_bytes": str(len(snapshot)), "log_bytes": "0"}
+                  "context_id": task.context_id, "state": state.value,
+                  "created_at": record.created_at, "updated_at": updated,
+                  "seq": str(after.seq), "snap_seq": str(after.seq),
+                  "snap_bytes": str(len(snapshot)), "log_bytes": "0",
+                  "history_len": str(len(after.outline.history))}
+        ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
         created = self._create(
             keys=[self._key("task", task.id), self._key("log", task.id), self._channel,
+                  self._key("push", task.id), self._key("pushorder", task.id),
+                  self._key("lease", task.id), self._running,
                   self._index(record.tenant, record.owner),
                   self._context_index(record.tenant, record.owner, task.context_id),
-                  self._state_index(record.tenant, record.owner, task.status.state.value)],
-            args=[json.dumps(fields), snapshot,
-                  *_check_lengths(task.id, [dump_event(first_event)]),
-                  _score(record.updated_at), task.id],
+                  self._state_index(record.tenant, record.owner, state.value)],
+            args=[json.dumps(fields), snapshot, _score(updated), task.id, ttl, release_owner,
+                  after.seq, *_check_lengths(task.id, [dump_event(e) for e in events])],
+            client=self._writer,
         )
         if not created:
             raise SequenceConflict(task.id)
-        self._remember(task.id, (record.seq, record.seq, len(snapshot), 0))
+        if state.terminal:
+            self._written.pop(task.id, None)
+        else:
+            self._remember(task.id, (after.seq, after.seq, len(snapshot), 0))
 
     def _remember(self, task_id: str, counts: Tuple[int, int, int, int]) -> None:
         """Keep a task's (seq, snap_seq, snap_bytes, log_bytes) as this process wrote them:
@@ -471,6 +512,14 @@ class RedisStore(TaskStore):
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
+        return self._append_events(task_id, expected_seq, events, record, "")
+
+    def append_released(self, task_id: str, expected_seq: int, events: List[Event],
+                        record: TaskRecord, owner: str) -> int:
+        return self._append_events(task_id, expected_seq, events, record, owner)
+
+    def _append_events(self, task_id: str, expected_seq: int, events: List[Event],
+                       record: TaskRecord, release_owner: str) -> int:
         snap_seq, size, since = self._counts(task_id, expected_seq)
         last = expected_seq + len(events)
         logged = _check_lengths(task_id, [dump_event(e) for e in events])
@@ -492,10 +541,11 @@ class RedisStore(TaskStore):
                   self._index(tenant, owner), self._channel,
                   self._key("push", task_id), self._key("pushorder", task_id),
                   self._context_index(tenant, owner, record.task.context_id),
-                  self._state_index(tenant, owner, state.value)],
+                  self._state_index(tenant, owner, state.value),
+                  self._key("lease", task_id), self._running],
             args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
                   ttl, size, since, len(record.outline.history),
-                  self._state_indexes(tenant, owner), tenant, owner, *logged],
+                  self._state_indexes(tenant, owner), tenant, owner, release_owner, *logged],
             client=self._writer,
         )
         if seq < 0:

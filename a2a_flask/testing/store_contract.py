@@ -215,6 +215,48 @@ class StoreContract:
         assert record.seq == 2 and record.state is S.WORKING
         assert [e.seq for e in store.read("t1", 0)] == [1, 2]
 
+    def test_create_with_events_is_create_then_append(self, store: TaskStore) -> None:
+        task = make_task("t1", context_id="ctx")
+        record = TaskRecord(task, 1, "acme", "alice", "1.0", stamp(0))
+        events: List[Event] = [status_event("t1", S.WORKING), user_turn("t1", "a")]
+        after = record.after(events)
+        assert store.create_with(record, task, events, after) == 3
+        loaded = must_load(store, "t1")
+        assert (loaded.seq, loaded.state, loaded.tenant, loaded.owner) == (
+            3, S.WORKING, "acme", "alice")
+        assert loaded.task == after.task
+        assert [entry.seq for entry in store.read("t1", 0)] == [1, 2, 3]
+        assert append(store, "t1", [status_event("t1", S.COMPLETED, 2)]) == 4
+        assert [r.task.id for r in store.list_tasks(
+            TaskQuery(tenant="acme", owner="alice", state=S.COMPLETED)).records] == ["t1"]
+        with pytest.raises(SequenceConflict):
+            store.create_with(record, task, events, after)
+
+    def test_a_finishing_create_or_append_releases_only_its_owners_lease(
+            self, store: TaskStore) -> None:
+        task = make_task("t1")
+        record = TaskRecord(task, 1)
+        done = [status_event("t1", S.COMPLETED)]
+        store.acquire_lease("t1", "worker-a", 0.1)
+        store.create_with(record, task, done, record.after(done), release_owner="worker-a")
+        time.sleep(0.2)
+        assert store.expired_leases() == []  # released, not expired
+        create(store, "t2")
+        store.acquire_lease("t2", "worker-b", 0.1)  # another worker's (taken over)
+        finished = [status_event("t2", S.COMPLETED)]
+        record2 = must_load(store, "t2")
+        assert store.append_released("t2", 1, finished, record2.after(finished),
+                                     "worker-a") == 2
+        assert must_load(store, "t2").state is S.COMPLETED
+        expires(store, ["t2"])  # not worker-a's to release: it stays, and expires
+        store.release_lease("t2", None)
+        create(store, "t3")
+        store.acquire_lease("t3", "worker-a", 0.1)
+        record3 = must_load(store, "t3")
+        store.append_released("t3", 1, finished, record3.after(finished), "worker-a")
+        time.sleep(0.2)
+        assert store.expired_leases() == []
+
     def test_read_returns_entries_after_a_sequence_number(self, store: TaskStore) -> None:
         first = create(store, "t1")
         append(store, "t1", [user_turn("t1", "a")])

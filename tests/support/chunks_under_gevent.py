@@ -127,6 +127,7 @@ def store_down_in_the_background() -> Dict[str, Any]:
     raised: Dict[str, str] = {}
 
     def executor(ctx: TaskContext) -> None:
+        ctx.artifact("zero")  # the first emission makes the task, at once
         ctx.artifact("one", append=True)
         store.fail_next = True
         gevent.sleep(0.02)  # the background append runs, and fails

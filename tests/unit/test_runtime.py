@@ -88,7 +88,7 @@ def store(request, tmp_path):
 
 def new_run(runtime: Runtime, task_id: str = "t1") -> Run:
     message = msg("hello", Role.USER, "m-1")
-    return Run(runtime, message=message, task_id=task_id, context_id="c1", tenant="", owner="",
+    return Run(runtime.writer, message=message, task_id=task_id, context_id="c1", tenant="", owner="",
                dialect="1.0", record=None)
 
 
