@@ -188,24 +188,39 @@ class SQLiteStore(TaskStore):
     # ------------------------------------------------------------ contract
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
+        with self._transaction() as db:
+            self._insert(db, record, first_event)
+        self._notifier.notify(record.task.id)
+
+    def create_with(self, record: TaskRecord, first_event: Event, events: List[Event],
+                    after: TaskRecord, release_owner: Optional[str] = None) -> int:
+        task_id = record.task.id
+        with self._transaction() as db:  # one commit: the task, its first events, the lease
+            self._insert(db, record, first_event)
+            seq = self._append(db, task_id, record.seq, events, after)
+            if release_owner is not None:
+                self._release(db, task_id, release_owner)
+        self._notifier.notify(task_id)
+        return seq
+
+    @staticmethod
+    def _insert(db: sqlite3.Cursor, record: TaskRecord, first_event: Event) -> None:
         task = record.task
         snapshot = dump_task(task)
-        with self._transaction() as db:
-            try:
-                db.execute(
-                    "INSERT INTO tasks (id, tenant, owner, dialect, context_id, state, "
-                    "created_at, updated_at, seq, snap_seq, snap_bytes, log_bytes, history_len) "
-                    "VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?)",
-                    (task.id, record.tenant, record.owner, record.dialect, task.context_id,
-                     task.status.state.value, record.created_at, record.updated_at, record.seq,
-                     record.seq, len(snapshot), len(task.history)),
-                )
-            except sqlite3.IntegrityError:
-                raise SequenceConflict(task.id) from None
-            db.execute("INSERT INTO snapshots VALUES (?,?)", (task.id, snapshot))
-            db.execute("INSERT INTO events VALUES (?,?,?)",
-                       (task.id, record.seq, dump_event(first_event)))
-        self._notifier.notify(task.id)
+        try:
+            db.execute(
+                "INSERT INTO tasks (id, tenant, owner, dialect, context_id, state, "
+                "created_at, updated_at, seq, snap_seq, snap_bytes, log_bytes, history_len) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,0,?)",
+                (task.id, record.tenant, record.owner, record.dialect, task.context_id,
+                 task.status.state.value, record.created_at, record.updated_at, record.seq,
+                 record.seq, len(snapshot), len(task.history)),
+            )
+        except sqlite3.IntegrityError:
+            raise SequenceConflict(task.id) from None
+        db.execute("INSERT INTO snapshots VALUES (?,?)", (task.id, snapshot))
+        db.execute("INSERT INTO events VALUES (?,?,?)",
+                   (task.id, record.seq, dump_event(first_event)))
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         rows = self._query(f"SELECT {_COLUMNS} FROM {_TASKS} WHERE id=?", (task_id,))
@@ -217,27 +232,41 @@ class SQLiteStore(TaskStore):
 
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
+        with self._transaction() as db:
+            seq = self._append(db, task_id, expected_seq, events, record)
+        self._notifier.notify(task_id)
+        return seq
+
+    def append_released(self, task_id: str, expected_seq: int, events: List[Event],
+                        record: TaskRecord, owner: str) -> int:
+        with self._transaction() as db:  # one commit: the last events and the lease
+            seq = self._append(db, task_id, expected_seq, events, record)
+            self._release(db, task_id, owner)
+        self._notifier.notify(task_id)
+        return seq
+
+    @staticmethod
+    def _append(db: sqlite3.Cursor, task_id: str, expected_seq: int, events: List[Event],
+                record: TaskRecord) -> int:
         logged = [dump_event(event) for event in events]
         outline = record.outline
-        with self._transaction() as db:
-            row = db.execute("SELECT seq, snap_seq, snap_bytes, log_bytes FROM tasks WHERE id=?",
-                             (task_id,)).fetchone()
-            if row is None or row[0] != expected_seq:
-                raise SequenceConflict(task_id)
-            _, snap_seq, snap_bytes, log_bytes = row
-            seq = expected_seq + len(events)
-            db.executemany("INSERT INTO events VALUES (?,?,?)",
-                           [(task_id, expected_seq + i, text) for i, text in enumerate(logged, 1)])
-            log_bytes += sum(len(text) for text in logged)
-            if snapshot_due(snap_seq, seq, events, logged=log_bytes, snapshot_size=snap_bytes):
-                snapshot = dump_task(record.task)
-                snap_seq, snap_bytes, log_bytes = seq, len(snapshot), 0
-                db.execute("UPDATE snapshots SET snapshot=? WHERE task_id=?", (snapshot, task_id))
-            db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snap_seq=?, snap_bytes=?, "
-                       "log_bytes=?, history_len=? WHERE id=?",
-                       (outline.status.state.value, outline.status.timestamp or "", seq,
-                        snap_seq, snap_bytes, log_bytes, len(outline.history), task_id))
-        self._notifier.notify(task_id)
+        row = db.execute("SELECT seq, snap_seq, snap_bytes, log_bytes FROM tasks WHERE id=?",
+                         (task_id,)).fetchone()
+        if row is None or row[0] != expected_seq:
+            raise SequenceConflict(task_id)
+        _, snap_seq, snap_bytes, log_bytes = row
+        seq = expected_seq + len(events)
+        db.executemany("INSERT INTO events VALUES (?,?,?)",
+                       [(task_id, expected_seq + i, text) for i, text in enumerate(logged, 1)])
+        log_bytes += sum(len(text) for text in logged)
+        if snapshot_due(snap_seq, seq, events, logged=log_bytes, snapshot_size=snap_bytes):
+            snapshot = dump_task(record.task)
+            snap_seq, snap_bytes, log_bytes = seq, len(snapshot), 0
+            db.execute("UPDATE snapshots SET snapshot=? WHERE task_id=?", (snapshot, task_id))
+        db.execute("UPDATE tasks SET state=?, updated_at=?, seq=?, snap_seq=?, snap_bytes=?, "
+                   "log_bytes=?, history_len=? WHERE id=?",
+                   (outline.status.state.value, outline.status.timestamp or "", seq,
+                    snap_seq, snap_bytes, log_bytes, len(outline.history), task_id))
         return seq
 
     def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
@@ -344,8 +373,12 @@ class SQLiteStore(TaskStore):
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
         with self._transaction() as db:
-            db.execute("DELETE FROM leases WHERE task_id=? AND (owner=? OR ? IS NULL)",
-                       (task_id, owner, owner))
+            self._release(db, task_id, owner)
+
+    @staticmethod
+    def _release(db: sqlite3.Cursor, task_id: str, owner: Optional[str]) -> None:
+        db.execute("DELETE FROM leases WHERE task_id=? AND (owner=? OR ? IS NULL)",
+                   (task_id, owner, owner))
 
     def expired_leases(self) -> List[str]:
         rows = self._query("SELECT task_id FROM leases WHERE expires<?", (time.time(),))

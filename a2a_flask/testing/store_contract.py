@@ -236,14 +236,14 @@ class StoreContract:
             self, store: TaskStore) -> None:
         task = make_task("t1")
         record = TaskRecord(task, 1)
-        done = [status_event("t1", S.COMPLETED)]
+        done: List[Event] = [status_event("t1", S.COMPLETED)]
         store.acquire_lease("t1", "worker-a", 0.1)
         store.create_with(record, task, done, record.after(done), release_owner="worker-a")
         time.sleep(0.2)
         assert store.expired_leases() == []  # released, not expired
         create(store, "t2")
         store.acquire_lease("t2", "worker-b", 0.1)  # another worker's (taken over)
-        finished = [status_event("t2", S.COMPLETED)]
+        finished: List[Event] = [status_event("t2", S.COMPLETED)]
         record2 = must_load(store, "t2")
         assert store.append_released("t2", 1, finished, record2.after(finished),
                                      "worker-a") == 2
