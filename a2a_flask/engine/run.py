@@ -19,7 +19,6 @@ from ..protocol.events import Event
 from ..protocol.models import (
     Artifact,
     Message,
-    Role,
     Task,
     TaskArtifactUpdateEvent,
     TaskState,
@@ -74,23 +73,6 @@ class _Landed(BaseException):
     def __init__(self, record: TaskRecord) -> None:
         super().__init__()
         self.record = record
-
-
-def closes_stream(event: Event, *, close_on_auth_required: bool = True) -> bool:
-    """Whether a stream ends after this event (terminal or interrupted state)."""
-    if isinstance(event, TaskStatusUpdateEvent):
-        state = event.status.state
-    elif isinstance(event, Task):
-        state = event.status.state
-        if not state.terminal:
-            return False  # a snapshot opens a stream; only its terminal form ends it
-    elif isinstance(event, Message):
-        return event.role is Role.AGENT
-    else:
-        return False
-    if state is TaskState.AUTH_REQUIRED:
-        return close_on_auth_required
-    return state.settled
 
 
 # ------------------------------------------------------------------ a run
