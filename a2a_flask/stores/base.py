@@ -423,11 +423,20 @@ class TaskStore(TaskLog, Coordination):
     register its URL scheme with :func:`a2a_flask.stores.register_store`.
     """
 
+    def create_leased(self, record: TaskRecord, first_event: Event, owner: str,
+                      ttl: float) -> None:
+        """:meth:`create` a task that ``owner`` starts running: take its lease
+        (:meth:`acquire_lease`) too.  A store may do both in one write (the SQL
+        store does); raises :class:`SequenceConflict` as :meth:`create` does."""
+        self.acquire_lease(record.task.id, owner, ttl)
+        self.create(record, first_event)
+
 
 # ----------------------------------------------------------- outages
 
 #: The methods of the contract: what :func:`outages_as_unavailable` guards.
-CONTRACT = tuple(sorted(TaskStore.__abstractmethods__ | {"head", "task_ids"}))
+CONTRACT = tuple(sorted(TaskStore.__abstractmethods__
+                        | {"head", "task_ids", "create_leased"}))
 
 _Store = TypeVar("_Store", bound=Type[TaskStore])
 

@@ -347,6 +347,8 @@ class SQLStore(TaskStore):
         self._compiled: Dict[Any, Compiled] = {}
         #: Our own autocommit engines: the hot statements skip SQLAlchemy's execution.
         self._raw = explicit_transactions and owns_engine
+        #: Tasks whose terminal append here dropped their lease (see :meth:`release_lease`).
+        self._unleased: set[str] = set()
         self._notifier = Notifier()
         #: The highest log head seen per task (local appends and notifications).
         self._heads: Dict[str, Tuple[int, bool]] = {}
@@ -503,6 +505,19 @@ class SQLStore(TaskStore):
     # ------------------------------------------------------------ tasks and logs
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
+        self._create(record, first_event, None)
+
+    def create_leased(self, record: TaskRecord, first_event: Event, owner: str,
+                      ttl: float) -> None:
+        if not self._raw:
+            super().create_leased(record, first_event, owner, ttl)
+            return
+        self._create(record, first_event, (owner, ttl))
+
+    def _create(self, record: TaskRecord, first_event: Event,
+                lease: Optional[Tuple[str, float]]) -> None:
+        """Create the task; with ``lease`` (ours only), ``(owner, ttl)`` takes its
+        lease in the same statement (PostgreSQL) or transaction (MySQL)."""
         task = record.task
         row = dict(id=task.id, tenant=record.tenant, owner=record.owner, dialect=record.dialect,
                    context_id=task.context_id, state=task.status.state.value,
@@ -510,11 +525,15 @@ class SQLStore(TaskStore):
                    snap_seq=record.seq, history_len=len(task.history), snapshot=dump_task(task))
         first = [dump_event(first_event)]
         terminal = task.status.state.terminal
-        values = {"v_" + name: value for name, value in row.items()}
+        values: Dict[str, Any] = {"v_" + name: value for name, value in row.items()}
+        leased = None if lease is None else {
+            "v_task_id": task.id, "v_owner": lease[0], "v_ttl": lease[1]}
         try:
             if self._raw and self.postgres:  # one statement: one round trip
-                statement = self._prebuilt("create", lambda: self._log_and_notify(
-                    self._insert_task(row).returning(self.tasks.c.id).cte("made")))
+                statement = self._prebuilt(("create", lease is None), lambda: self._build_create(
+                    row, lease is not None))
+                if lease is not None:
+                    values.update(l_owner=lease[0], l_ttl=lease[1])
                 with self._session() as lent:
                     lent.execute(statement, {**values, **self._log_parameters(
                         record.seq, first, terminal)})
@@ -524,6 +543,8 @@ class SQLStore(TaskStore):
                                                 lambda: self._insert_task(row)), values)
                     lent.many(self._prebuilt("insert_event", self._insert_event),
                               self._event_rows(task.id, record.seq, first))
+                    if leased is not None:
+                        lent.execute(self._prebuilt(*self._acquire()), leased)
             else:
                 with self._connect(write=True) as conn:
                     conn.execute(self._statement("insert_task", self.tasks.insert), row)
@@ -533,6 +554,24 @@ class SQLStore(TaskStore):
         except sa.exc.IntegrityError:
             raise SequenceConflict(task.id) from None
         self._woken(task.id, record.seq, terminal)
+
+    def _build_create(self, row: Dict[str, Any], leased: bool) -> Any:
+        """PostgreSQL: the statement that creates a task (and takes its lease,
+        bound as ``l_owner`` and ``l_ttl``, when ``leased``)."""
+        made = self._insert_task(row).returning(self.tasks.c.id).cte("made")
+        statement = self._log_and_notify(made)
+        if not leased:
+            return statement
+        from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+        taken = pg_insert(self.leases).from_select(
+            ["task_id", "owner", "expires"],
+            sa.select(made.c.id, sa.bindparam("l_owner", type_=sa.Text),
+                      self._now + sa.bindparam("l_ttl", type_=sa.Float)))
+        taken = taken.on_conflict_do_update(
+            index_elements=["task_id"],
+            set_={name: taken.excluded[name] for name in ("owner", "expires")})
+        return statement.add_cte(taken.cte("leased"))
 
     def _insert_task(self, row: Dict[str, Any]) -> Any:
         """An INSERT of a task row with the columns of ``row`` bound as ``v_<name>``."""
@@ -635,8 +674,8 @@ class SQLStore(TaskStore):
         if self._raw and self.postgres:
             # Compare-and-set, log and NOTIFY in one statement: atomic without a
             # transaction around it, one round trip instead of five.
-            statement = self._prebuilt(("append", *changes), lambda: self._log_and_notify(
-                build_move().returning(t.id).cte("moved")))
+            statement = self._prebuilt(("append", state.terminal, *changes),
+                                       lambda: self._build_append(build_move(), state.terminal))
             with self._session(writer=True) as lent:
                 done, _ = lent.execute(statement, {
                     **parameters, **self._log_parameters(expected_seq + 1, texts,
@@ -651,6 +690,9 @@ class SQLStore(TaskStore):
                     raise SequenceConflict(task_id)
                 lent.many(self._prebuilt("insert_event", self._insert_event),
                           self._event_rows(task_id, expected_seq + 1, texts))
+                if state.terminal:
+                    lent.execute(self._prebuilt(*self._release(False)),
+                                 {"w_task_id": task_id})
         else:
             with self._connect(write=True, writer=True) as conn:
                 if conn.execute(self._statement(("move", *changes), build_move),
@@ -660,8 +702,24 @@ class SQLStore(TaskStore):
                     {"task_id": task_id, "seq": expected_seq + i, "event": text}
                     for i, text in enumerate(texts, 1)])
                 self._send_notify(conn, task_id, seq, state.terminal)
+        if state.terminal and self._raw:
+            if len(self._unleased) >= HEADS_KEPT:
+                self._unleased.clear()  # forgetting costs a release its round trip
+            self._unleased.add(task_id)
         self._woken(task_id, seq, state.terminal)
         return seq
+
+    def _build_append(self, move: Any, terminal: bool) -> Any:
+        """PostgreSQL: compare-and-set ``move`` (an UPDATE of the task row), log and
+        NOTIFY, and when the task ends drop its lease (nothing runs a finished
+        task, and its runner's release then costs nothing: :meth:`release_lease`)."""
+        moved = move.returning(self.tasks.c.id).cte("moved")
+        statement = self._log_and_notify(moved)
+        if not terminal:
+            return statement
+        dropped = sa.delete(self.leases).where(
+            self.leases.c.task_id.in_(sa.select(moved.c.id))).cte("dropped")
+        return statement.add_cte(dropped)
 
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
         t = self.tasks.c
@@ -878,10 +936,13 @@ class SQLStore(TaskStore):
             conn.execute(sa.delete(self.claims).where(c.key == key, c.owner == owner))
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        statement = ("acquire_lease", lambda: self._upsert(self.leases, {
+        self._write_one(self._acquire(), {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
+
+    def _acquire(self) -> Tuple[Any, Callable[[], Any]]:
+        """The key and builder of the lease upsert (``v_task_id``, ``v_owner``, ``v_ttl``)."""
+        return "acquire_lease", lambda: self._upsert(self.leases, {
             "task_id": sa.bindparam("v_task_id"), "owner": sa.bindparam("v_owner"),
-            "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"]))
-        self._write_one(statement, {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
+            "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"])
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         if not task_ids:
@@ -893,16 +954,26 @@ class SQLStore(TaskStore):
                          .values(expires=self._now + ttl))
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        if task_id in self._unleased:
+            # Its terminal append here dropped the lease, and a finished task never
+            # runs again: nobody took one since.
+            self._unleased.discard(task_id)
+            return
+        self._write_one(self._release(owner is not None),
+                        {"w_task_id": task_id, "w_owner": owner})
+
+    def _release(self, by_owner: bool) -> Tuple[Any, Callable[[], Any]]:
+        """The key and builder of the lease delete (``w_task_id``; ``w_owner`` when
+        ``by_owner``)."""
         lease = self.leases.c
 
         def build() -> Any:
             condition = [lease.task_id == sa.bindparam("w_task_id")]
-            if owner is not None:
+            if by_owner:
                 condition.append(lease.owner == sa.bindparam("w_owner"))
             return sa.delete(self.leases).where(*condition)
 
-        self._write_one((("release_lease", owner is None), build),
-                        {"w_task_id": task_id, "w_owner": owner})
+        return ("release_lease", not by_owner), build
 
     def _write_one(self, statement: Tuple[Any, Callable[[], Any]],
                    values: Dict[str, Any]) -> None:

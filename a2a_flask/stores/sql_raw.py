@@ -107,11 +107,16 @@ def session(engine: Engine, watchdog: Watchdog, transaction: bool = False) -> It
     a connection that broke, was cut off or whose state is unknown (a greenlet
     killed mid-call) is dropped from the pool.
     """
-    proxied = engine.raw_connection()  # the pool's own errors are SQLAlchemy's already
+    dbapi_error = engine.dialect.loaded_dbapi.Error
+    try:
+        proxied = engine.raw_connection()
+    except dbapi_error as exc:  # connecting failed: the pool lets the driver's error out
+        raise sa.exc.DBAPIError.instance(
+            None, None, exc, dbapi_error, connection_invalidated=True,
+            dialect=engine.dialect) from None
     connection = proxied.dbapi_connection
     info = proxied.info
     lent = Session(connection, watchdog, info)
-    dbapi_error = engine.dialect.loaded_dbapi.Error
     try:
         try:
             if transaction:

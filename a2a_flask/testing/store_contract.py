@@ -538,6 +538,42 @@ class StoreContract:
         store.release_lease("t1", None)  # the reaper drops it whoever held it
         assert store.expired_leases() == []
 
+    def test_create_leased_creates_the_task_and_takes_its_lease(self, store: TaskStore) -> None:
+        task = make_task("t1")
+        store.create_leased(TaskRecord(task, 1, "acme", "alice", "0.3", stamp(0)), task,
+                            "worker-a", 0.1)
+        record = must_load(store, "t1")
+        assert (record.task, record.seq, record.tenant, record.owner, record.dialect) == (
+            task, 1, "acme", "alice", "0.3")  # the lease's owner is not the task's
+        expires(store, ["t1"])  # the lease is there, and runs out when its time is up
+        store.renew_leases("worker-a", ["t1"], 60.0)
+        assert store.expired_leases() == []  # renewed by its owner
+        store.release_lease("t1", "worker-a")
+        store.renew_leases("worker-a", ["t1"], 0.05)
+        time.sleep(0.3)
+        assert store.expired_leases() == []  # released: nothing left to expire
+
+    def test_create_leased_of_an_existing_task_conflicts(self, store: TaskStore) -> None:
+        create(store, "t1")
+        task = make_task("t1", S.WORKING)
+        with pytest.raises(SequenceConflict):
+            store.create_leased(TaskRecord(task, 1, "", "", "1.0", stamp(0)), task,
+                                "worker-a", 60.0)
+        assert must_load(store, "t1").task.status.state is S.SUBMITTED
+
+    def test_a_finished_task_released_leaves_no_lease(self, store: TaskStore) -> None:
+        task = make_task("t1")
+        store.create_leased(TaskRecord(task, 1, "", "", "1.0", stamp(0)), task, "worker-a", 60.0)
+        append(store, "t1", [status_event("t1", S.WORKING)])
+        store.renew_leases("worker-a", ["t1"], 0.05)
+        expires(store, ["t1"])  # a running task keeps its lease
+        store.renew_leases("worker-a", ["t1"], 60.0)
+        append(store, "t1", [status_event("t1", S.COMPLETED, second=2)])
+        store.release_lease("t1", "worker-a")
+        store.renew_leases("worker-a", ["t1"], 0.05)
+        time.sleep(0.3)
+        assert store.expired_leases() == []
+
     def test_purge_deletes_only_old_terminal_tasks(self, store: TaskStore) -> None:
         create(store, "old-done", second=1)
         append(store, "old-done", [status_event("old-done", S.COMPLETED, second=2)])
