@@ -12,7 +12,9 @@ the log's head (the compare-and-set of every append) and a snapshot that is
 rewritten only when the log reaches a power of two and when the task ends.
 :meth:`SQLStore.load` folds the events after the snapshot into it
 (:func:`~a2a_flask.protocol.events.apply_event`), so an event costs the same
-whatever the size of its task.
+whatever the size of its task.  On the engines the store makes itself, the hot
+statements (create, append, leases) run compiled once on the driver's cursor
+(:mod:`.sql_raw`); a task's terminal append also drops its lease.
 
 Wake-ups: on PostgreSQL an append sends ``NOTIFY`` in its own transaction and
 each process listens on one connection (:mod:`.sql_listen`); on MySQL, which
