@@ -65,14 +65,21 @@ class Agent:
 
     def _count_round_trips(self) -> None:
         store = self.task_store
-        engine = getattr(store, "engine", None)
-        if engine is not None:
+        engines = {id(e): e for e in (getattr(store, "engine", None),
+                                      getattr(store, "writer_engine", None)) if e is not None}
+        if engines:
             import sqlalchemy as sa
+
+            from a2a_flask.stores import sql_raw
 
             def count(*_: Any) -> None:
                 self.calls += 1
 
-            sa.event.listen(engine, "before_cursor_execute", count)
+            for engine in engines.values():
+                sa.event.listen(engine, "before_cursor_execute", count)
+            # The hot statements run on the driver's cursor (sql_raw), past those events.
+            for name in ("text", "many"):
+                _count_calls(sql_raw.Session, name, self)
         for name in ("_redis", "_writer"):  # the readers' and the writers' pools
             redis_client = getattr(store, name, None)
             if redis_client is not None:
@@ -113,6 +120,25 @@ class Agent:
 
     def close(self) -> None:
         self.task_store.close()
+
+
+_COUNTING: Dict[Tuple[type, str], List["Agent"]] = {}
+
+
+def _count_calls(cls: type, name: str, agent: "Agent") -> None:
+    """Count calls of ``cls.name`` for ``agent`` (one wrapper per method, whichever
+    agent's store made the call: agents are measured one at a time)."""
+    agents = _COUNTING.setdefault((cls, name), [])
+    if not agents:
+        original = getattr(cls, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            for each in agents:
+                each.calls += 1
+            return original(*args, **kwargs)
+
+        setattr(cls, name, counted)
+    agents.append(agent)
 
 
 class Databases:

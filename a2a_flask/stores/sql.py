@@ -12,7 +12,9 @@ the log's head (the compare-and-set of every append) and a snapshot that is
 rewritten only when the log reaches a power of two and when the task ends.
 :meth:`SQLStore.load` folds the events after the snapshot into it
 (:func:`~a2a_flask.protocol.events.apply_event`), so an event costs the same
-whatever the size of its task.
+whatever the size of its task.  On the engines the store makes itself, the hot
+statements (create, append, leases) run compiled once on the driver's cursor
+(:mod:`.sql_raw`); a task's terminal append also drops its lease.
 
 Wake-ups: on PostgreSQL an append sends ``NOTIFY`` in its own transaction and
 each process listens on one connection (:mod:`.sql_listen`); on MySQL, which
@@ -28,6 +30,7 @@ PyMySQL (pure Python on gevent's sockets).
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -64,6 +67,7 @@ from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_e
                      load_target, load_task)
 from .sql_deadline import CUT, Hung, Watchdog, driver_socket, shut_down
 from .sql_listen import Listener, load_driver
+from .sql_raw import Compiled, Session, session
 from .sql_schema import create_all, make_metadata, metadata
 from .sql_tls import (pg8000_tls_options, share_one_tls_context_pg8000,
                       share_one_tls_context_pymysql)
@@ -341,6 +345,12 @@ class SQLStore(TaskStore):
         self._channel = f"a2a_{schema or 'tasks'}"[:63]
         #: Statements built once and executed with parameters (see :meth:`_statement`).
         self._statements: Dict[Any, Any] = {}
+        #: The hot statements compiled for the driver (see :mod:`.sql_raw`).
+        self._compiled: Dict[Any, Compiled] = {}
+        #: Our own autocommit engines: the hot statements skip SQLAlchemy's execution.
+        self._raw = explicit_transactions and owns_engine
+        #: Tasks whose terminal append here dropped their lease (see :meth:`release_lease`).
+        self._unleased: set[str] = set()
         self._notifier = Notifier()
         #: The highest log head seen per task (local appends and notifications).
         self._heads: Dict[str, Tuple[int, bool]] = {}
@@ -395,12 +405,8 @@ class SQLStore(TaskStore):
         an autocommit session needs no BEGIN and COMMIT around it (two round trips).
         ``writer``: a running task's own write or lease, on the writers' engine.
         """
-        if self._pid != os.getpid():  # forked (gunicorn --preload): sockets are the parent's
-            self.engine.dispose(close=False)
-            self.writer_engine.dispose(close=False)
-            self._pid = os.getpid()
-        engine = self.writer_engine if writer else self.engine
-        try:
+        engine = self._engine(writer)
+        with self._errors(engine):
             if not self._explicit:
                 with (engine.begin() if write else engine.connect()) as conn:
                     yield conn
@@ -416,6 +422,29 @@ class SQLStore(TaskStore):
                         _roll_back(conn)
                         raise
                     conn.exec_driver_sql("COMMIT")
+
+    @contextmanager
+    def _session(self, transaction: bool = False, writer: bool = False) -> Iterator[Session]:
+        """Like :meth:`_connect`, for the hot statements on the driver's cursor
+        (:mod:`.sql_raw`; our own engines only): a transaction when ``transaction``."""
+        engine = self._engine(writer)
+        with self._errors(engine), session(engine, self._watchdog, transaction) as lent:
+            yield lent
+
+    def _engine(self, writer: bool) -> Engine:
+        """The writers' or the readers' engine, disposed of first in a forked child."""
+        if self._pid != os.getpid():  # forked (gunicorn --preload): sockets are the parent's
+            self.engine.dispose(close=False)
+            self.writer_engine.dispose(close=False)
+            self._pid = os.getpid()
+        return self.writer_engine if writer else self.engine
+
+    @contextmanager
+    def _errors(self, engine: Engine) -> Iterator[None]:
+        """Connection failures, a statement cut off and an exhausted pool as an
+        outage; missing tables or rights as a :class:`StoreError`."""
+        try:
+            yield
         except sa.exc.TimeoutError:
             raise _Outage("task store unavailable: no database connection came free "
                              f"within {engine.pool.timeout()}s (pool "  # type: ignore[attr-defined]
@@ -468,50 +497,124 @@ class SQLStore(TaskStore):
             statement = self._statements[key] = build()
         return statement
 
+    def _prebuilt(self, key: Any, build: Callable[[], Any]) -> Compiled:
+        """:meth:`_statement` compiled for the driver, once (:mod:`.sql_raw`)."""
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            compiled = self._compiled[key] = Compiled(self._statement(key, build), self.engine)
+        return compiled
+
     # ------------------------------------------------------------ tasks and logs
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
-        task = record.task
+        self._create(record, [first_event], record)
+
+    def create_with(self, record: TaskRecord, first_event: Event, events: List[Event],
+                    after: TaskRecord, release_owner: Optional[str] = None) -> int:
+        if not self._raw:  # an app's own engine: the calls this stands for
+            return super().create_with(record, first_event, events, after, release_owner)
+        # One statement (PostgreSQL) or transaction (MySQL); a task that ends here drops
+        # its lease with it, as a terminal append does.
+        self._create(record, [first_event, *events], after)
+        return after.seq
+
+    def _create(self, record: TaskRecord, events: List[Event], after: TaskRecord) -> None:
+        """Create the task as ``after`` (``record`` at creation, then the rest of
+        ``events``), its log ``events`` from ``record.seq`` on."""
+        task = after.task
         row = dict(id=task.id, tenant=record.tenant, owner=record.owner, dialect=record.dialect,
-                   context_id=task.context_id, state=task.status.state.value,
-                   created_at=record.created_at, updated_at=record.updated_at, seq=record.seq,
-                   snap_seq=record.seq, history_len=len(task.history), snapshot=dump_task(task))
-        first = [(record.seq, dump_event(first_event))]
+                   context_id=task.context_id, state=after.state.value,
+                   created_at=record.created_at, updated_at=after.updated_at, seq=after.seq,
+                   snap_seq=after.seq, history_len=len(task.history), snapshot=dump_task(task))
+        texts = [dump_event(event) for event in events]
+        terminal = after.state.terminal
+        values: Dict[str, Any] = {"v_" + name: value for name, value in row.items()}
         try:
-            if self._explicit and self.postgres:  # one statement: one round trip
-                statement = self._statement("create", lambda: self._log_and_notify(
-                    sa.insert(self.tasks).values({name: sa.bindparam("v_" + name)
-                                                  for name in row})
-                    .returning(self.tasks.c.id).cte("made")))
-                with self._connect(write=True, one_statement=True) as conn:
-                    conn.execute(statement, {
-                        **{"v_" + name: value for name, value in row.items()},
-                        **self._log_parameters(first, task.status.state.terminal)}).all()
+            if self._raw and self.postgres:  # one statement: one round trip
+                statement = self._prebuilt(("create", terminal), lambda: self._build_create(
+                    row, terminal))
+                with self._session() as lent:
+                    lent.execute(statement, {**values, **self._log_parameters(
+                        record.seq, texts, terminal)})
+            elif self._raw:
+                with self._session(transaction=True) as lent:
+                    lent.execute(self._prebuilt(("insert_task", *row),
+                                                lambda: self._insert_task(row)), values)
+                    lent.many(self._prebuilt("insert_event", self._insert_event),
+                              self._event_rows(task.id, record.seq, texts))
+                    if terminal:
+                        lent.execute(self._prebuilt(*self._release(False)),
+                                     {"w_task_id": task.id})
             else:
                 with self._connect(write=True) as conn:
                     conn.execute(self._statement("insert_task", self.tasks.insert), row)
-                    conn.execute(self._statement("insert_events", self.events.insert),
-                                 {"task_id": task.id, "seq": record.seq, "event": first[0][1]})
-                    self._send_notify(conn, task.id, record.seq, task.status.state.terminal)
+                    conn.execute(self._statement("insert_events", self.events.insert), [
+                        {"task_id": task.id, "seq": record.seq + i, "event": text}
+                        for i, text in enumerate(texts)])
+                    self._send_notify(conn, task.id, after.seq, terminal)
         except sa.exc.IntegrityError:
             raise SequenceConflict(task.id) from None
-        self._woken(task.id, record.seq, task.status.state.terminal)
+        if terminal:
+            self._lease_dropped(task.id)
+        self._woken(task.id, after.seq, terminal)
+
+    def _build_create(self, row: Dict[str, Any], terminal: bool) -> Any:
+        """PostgreSQL: the statement that creates a task (and drops its lease when
+        it is created finished)."""
+        made = self._insert_task(row).returning(self.tasks.c.id).cte("made")
+        return self._dropping_lease(self._log_and_notify(made), made, terminal)
+
+    def _dropping_lease(self, statement: Any, written: Any, terminal: bool) -> Any:
+        """PostgreSQL: ``statement`` that, when the task it wrote (``written``) ends,
+        also drops its lease: nothing runs a finished task, and its runner's release
+        then costs nothing (:meth:`release_lease`)."""
+        if not terminal:
+            return statement
+        dropped = sa.delete(self.leases).where(
+            self.leases.c.task_id.in_(sa.select(written.c.id))).cte("dropped")
+        return statement.add_cte(dropped)
+
+    def _lease_dropped(self, task_id: str) -> None:
+        """Remember that a write here dropped ``task_id``'s lease (ours only)."""
+        if not self._raw:
+            return
+        if len(self._unleased) >= HEADS_KEPT:
+            self._unleased.clear()  # forgetting costs a release its round trip
+        self._unleased.add(task_id)
+
+    def _insert_task(self, row: Dict[str, Any]) -> Any:
+        """An INSERT of a task row with the columns of ``row`` bound as ``v_<name>``."""
+        return sa.insert(self.tasks).values({name: sa.bindparam("v_" + name) for name in row})
+
+    def _insert_event(self) -> Any:
+        """An INSERT of one event row, bound as ``v_task_id``, ``v_seq``, ``v_event``."""
+        return sa.insert(self.events).values(
+            {name: sa.bindparam("v_" + name) for name in ("task_id", "seq", "event")})
+
+    @staticmethod
+    def _event_rows(task_id: str, first_seq: int, texts: List[str]) -> List[Dict[str, Any]]:
+        """The parameters of :meth:`_insert_event` for events ``texts``, the first
+        at ``first_seq``."""
+        return [{"v_task_id": task_id, "v_seq": first_seq + i, "v_event": text}
+                for i, text in enumerate(texts)]
 
     def _log_and_notify(self, written: Any) -> Any:
         """PostgreSQL: one statement that logs events for the task a data-modifying
         CTE ``written`` returns (none if it returns no row) and notifies listeners;
-        it yields a row when the task was written.  The events travel as two
-        arrays (:meth:`_log_parameters`), so the statement's text (and
-        SQLAlchemy's compiled form) is the same for any number of them."""
-        from sqlalchemy.dialects.postgresql import ARRAY
-
-        logged = sa.func.unnest(
-            sa.bindparam("a2a_seqs", type_=ARRAY(sa.Integer)),
-            sa.bindparam("a2a_events", type_=ARRAY(sa.Text)),
-        ).table_valued("seq", "event").render_derived(name="logged")
+        it yields a row when the task was written.  The events travel as one JSON
+        array of their texts (:meth:`_log_parameters`), numbered from the first
+        one's sequence number, so the statement's text is the same for any
+        number of them (and a JSON array is cheaper to send than a text array,
+        whose quoting the driver does in Python)."""
+        logged = (sa.func.json_array_elements_text(
+            sa.cast(sa.bindparam("a2a_events", type_=sa.Text), sa.JSON))
+            .table_valued("value", with_ordinality="n").render_derived(name="logged"))
+        first: Any = sa.bindparam("a2a_first", type_=sa.Integer)
         added = (sa.insert(self.events)
                  .from_select(["task_id", "seq", "event"],
-                              sa.select(written.c.id, logged.c.seq, logged.c.event)
+                              sa.select(written.c.id,
+                                        sa.cast(first + logged.c.n - 1, sa.Integer),
+                                        logged.c.value)
                               .select_from(written).join(logged, sa.true()))
                  .cte("added"))
         head: Any = sa.bindparam("a2a_head", type_=sa.Text)
@@ -519,11 +622,11 @@ class SQLStore(TaskStore):
                 .select_from(written).add_cte(added))
 
     @staticmethod
-    def _log_parameters(events: List[Tuple[int, str]], terminal: bool) -> Dict[str, Any]:
-        """The parameters of :meth:`_log_and_notify`'s statement for ``events``."""
-        return {"a2a_seqs": [seq for seq, _ in events],
-                "a2a_events": [text for _, text in events],
-                "a2a_head": _head_suffix(events[-1][0], terminal)}
+    def _log_parameters(first_seq: int, texts: List[str], terminal: bool) -> Dict[str, Any]:
+        """The parameters of :meth:`_log_and_notify`'s statement for events ``texts``,
+        the first at ``first_seq``."""
+        return {"a2a_first": first_seq, "a2a_events": json.dumps(texts, ensure_ascii=False),
+                "a2a_head": _head_suffix(first_seq + len(texts) - 1, terminal)}
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         with self._connect() as conn:
@@ -568,32 +671,56 @@ class SQLStore(TaskStore):
                 or any(isinstance(event, Task) for event in events)):
             changes["snap_seq"] = seq
             changes["snapshot"] = dump_task(record.task)
-        logged = [(expected_seq + i, dump_event(event)) for i, event in enumerate(events, 1)]
-        moved = self._statement(("move", *changes), lambda: (
-            sa.update(self.tasks)
-            .where(t.id == sa.bindparam("w_id"), t.seq == sa.bindparam("w_seq"))
-            .values({name: sa.bindparam("v_" + name) for name in changes})))
+        texts = [dump_event(event) for event in events]
+
+        def build_move() -> Any:
+            return (sa.update(self.tasks)
+                    .where(t.id == sa.bindparam("w_id"), t.seq == sa.bindparam("w_seq"))
+                    .values({name: sa.bindparam("v_" + name) for name in changes}))
+
         parameters = {"w_id": task_id, "w_seq": expected_seq,
                       **{"v_" + name: value for name, value in changes.items()}}
-        if self._explicit and self.postgres:
+        if self._raw and self.postgres:
             # Compare-and-set, log and NOTIFY in one statement: atomic without a
             # transaction around it, one round trip instead of five.
-            statement = self._statement(("append", *changes), lambda: self._log_and_notify(
-                moved.returning(t.id).cte("moved")))
-            with self._connect(write=True, one_statement=True, writer=True) as conn:
-                done = conn.execute(statement, {
-                    **parameters, **self._log_parameters(logged, state.terminal)}).all()
+            statement = self._prebuilt(("append", state.terminal, *changes),
+                                       lambda: self._build_append(build_move(), state.terminal))
+            with self._session(writer=True) as lent:
+                done, _ = lent.execute(statement, {
+                    **parameters, **self._log_parameters(expected_seq + 1, texts,
+                                                         state.terminal)})
             if not done:
                 raise SequenceConflict(task_id)
+        elif self._raw:
+            with self._session(transaction=True, writer=True) as lent:
+                _, moved = lent.execute(self._prebuilt(("move", *changes), build_move),
+                                        parameters)
+                if moved != 1:
+                    raise SequenceConflict(task_id)
+                lent.many(self._prebuilt("insert_event", self._insert_event),
+                          self._event_rows(task_id, expected_seq + 1, texts))
+                if state.terminal:
+                    lent.execute(self._prebuilt(*self._release(False)),
+                                 {"w_task_id": task_id})
         else:
             with self._connect(write=True, writer=True) as conn:
-                if conn.execute(moved, parameters).rowcount != 1:
+                if conn.execute(self._statement(("move", *changes), build_move),
+                                parameters).rowcount != 1:
                     raise SequenceConflict(task_id)
                 conn.execute(self._statement("insert_events", self.events.insert), [
-                    {"task_id": task_id, "seq": seq_, "event": text} for seq_, text in logged])
+                    {"task_id": task_id, "seq": expected_seq + i, "event": text}
+                    for i, text in enumerate(texts, 1)])
                 self._send_notify(conn, task_id, seq, state.terminal)
+        if state.terminal:
+            self._lease_dropped(task_id)
         self._woken(task_id, seq, state.terminal)
         return seq
+
+    def _build_append(self, move: Any, terminal: bool) -> Any:
+        """PostgreSQL: compare-and-set ``move`` (an UPDATE of the task row), log and
+        NOTIFY, and when the task ends drop its lease (:meth:`_dropping_lease`)."""
+        moved = move.returning(self.tasks.c.id).cte("moved")
+        return self._dropping_lease(self._log_and_notify(moved), moved, terminal)
 
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
         t = self.tasks.c
@@ -810,11 +937,13 @@ class SQLStore(TaskStore):
             conn.execute(sa.delete(self.claims).where(c.key == key, c.owner == owner))
 
     def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        statement = self._statement("acquire_lease", lambda: self._upsert(self.leases, {
+        self._write_one(self._acquire(), {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
+
+    def _acquire(self) -> Tuple[Any, Callable[[], Any]]:
+        """The key and builder of the lease upsert (``v_task_id``, ``v_owner``, ``v_ttl``)."""
+        return "acquire_lease", lambda: self._upsert(self.leases, {
             "task_id": sa.bindparam("v_task_id"), "owner": sa.bindparam("v_owner"),
-            "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"]))
-        with self._connect(write=True, one_statement=True, writer=True) as conn:
-            conn.execute(statement, {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
+            "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"])
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         if not task_ids:
@@ -826,17 +955,37 @@ class SQLStore(TaskStore):
                          .values(expires=self._now + ttl))
 
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
+        if task_id in self._unleased:
+            # Its terminal append here dropped the lease, and a finished task never
+            # runs again: nobody took one since.
+            self._unleased.discard(task_id)
+            return
+        self._write_one(self._release(owner is not None),
+                        {"w_task_id": task_id, "w_owner": owner})
+
+    def _release(self, by_owner: bool) -> Tuple[Any, Callable[[], Any]]:
+        """The key and builder of the lease delete (``w_task_id``; ``w_owner`` when
+        ``by_owner``)."""
         lease = self.leases.c
 
         def build() -> Any:
             condition = [lease.task_id == sa.bindparam("w_task_id")]
-            if owner is not None:
+            if by_owner:
                 condition.append(lease.owner == sa.bindparam("w_owner"))
             return sa.delete(self.leases).where(*condition)
 
-        statement = self._statement(("release_lease", owner is None), build)
+        return ("release_lease", not by_owner), build
+
+    def _write_one(self, statement: Tuple[Any, Callable[[], Any]],
+                   values: Dict[str, Any]) -> None:
+        """A running task's own single-statement write (a lease), on the writers'
+        engine: ``statement`` is a key and how to build it (:meth:`_statement`)."""
+        if self._raw:
+            with self._session(writer=True) as lent:
+                lent.execute(self._prebuilt(*statement), values)
+            return
         with self._connect(write=True, one_statement=True, writer=True) as conn:
-            conn.execute(statement, {"w_task_id": task_id, "w_owner": owner})
+            conn.execute(self._statement(*statement), values)
 
     def expired_leases(self) -> List[str]:
         lease = self.leases.c

@@ -199,6 +199,53 @@ def test_an_event_appends_a_row_and_the_snapshot_is_rewritten_only_now_and_then(
     assert rows(store, f"SELECT snap_seq FROM {table(store, 'a2a_tasks')}")[0][0] == 42
 
 
+def test_events_of_any_text_are_logged_exactly_many_at_a_time(store):
+    # PostgreSQL gets an append's events as one JSON array of their texts.
+    from a2a_flask.protocol.models import Message, Part, Role
+
+    texts = ['quote " backslash \\ \\u0041', "line\nbreak\ttab \u2028", "é 😀 中文",
+             "%s %(name)s %% {}", "a control char \x01", "x" * 20000]
+    create(store, "t1")
+    turns = [Message(message_id=f"m{i}", role=Role.USER, parts=[Part(text=text)],
+                     task_id="t1", context_id="ctx") for i, text in enumerate(texts)]
+    append(store, "t1", turns[:3])
+    append(store, "t1", turns[3:])
+    assert [m.parts[0].text for m in store.load("t1").task.history[1:]] == texts
+    assert [entry.seq for entry in store.read("t1", 0)] == list(range(1, 8))
+
+
+def test_a_run_writes_once_per_emission_and_its_release_costs_nothing(store, monkeypatch):
+    # create_with makes the task with its run's first events, the terminal append
+    # drops the lease: one round trip each on PostgreSQL (MariaDB: a transaction each).
+    from a2a_flask.stores import sql_raw
+    from a2a_flask.testing.store_contract import make_task, stamp
+
+    from a2a_flask.stores.base import TaskRecord
+
+    sent = []
+    original = sql_raw.Session.text
+    monkeypatch.setattr(sql_raw.Session, "text",
+                        lambda self, text, *args: sent.append(text) or original(
+                            self, text, *args))
+    task = make_task("t1")
+    store.acquire_lease("t1", "worker-a", 60.0)  # the run starts (before its task exists)
+    record = TaskRecord(task, 1, "", "", "1.0", stamp(0))
+    working = [status_event("t1", TaskState.WORKING)]
+    store.create_with(record, task, working, record.after(working))
+    leases = f"SELECT task_id, owner FROM {table(store, 'a2a_leases')}"
+    assert rows(store, leases) == [("t1", "worker-a")]  # still running
+    append(store, "t1", [status_event("t1", TaskState.COMPLETED, second=2)])
+    assert rows(store, leases) == []  # a finished task needs no lease
+    writes = len(sent)
+    store.release_lease("t1", "worker-a")
+    assert len(sent) == writes  # dropped already: no round trip
+    if store.postgres:
+        assert writes == 3  # the lease, the task with WORKING, COMPLETED
+    store.acquire_lease("t1", "worker-b", 60.0)  # (no run takes a finished task's lease)
+    store.release_lease("t1", "worker-b")  # once skipped, a release goes out again
+    assert rows(store, leases) == []
+
+
 def test_a_history_trimmed_by_the_runtime_stays_trimmed_after_folding(store):
     create(store, "t1")
     for i in range(5):
