@@ -369,6 +369,10 @@ class Run:
             failed, self._unsent_error = self._unsent_error, None
             if failed is not None:
                 raise failed  # the background append this one waited for gave up
+            if self.record is None and self.streamed:
+                # A stream's client learns the task from its first event: it goes out
+                # alone, before the emission's events (a cut in between can resume).
+                self.ensure_task()
             # The first emission makes the task (no chunk waits before it exists).
             made = self._make_task(events) if self.record is None else None
             record = made if made is not None else self._commit_unsent(events)
