@@ -441,7 +441,8 @@ class TaskStore(TaskLog, Coordination):
     def append_released(self, task_id: str, expected_seq: int, events: List[Event],
                         record: TaskRecord, owner: str) -> int:
         """:meth:`append` events that finish the task, and release ``owner``'s lease on
-        it (:meth:`release_lease`): a run's last write lets its lease go with it."""
+        it (:meth:`release_lease`): a run's last write lets its lease go with it.  (A
+        store may drop any lease of a finished task: nothing runs it again.)"""
         seq = self.append(task_id, expected_seq, events, record)
         self.release_lease(task_id, owner)
         return seq
