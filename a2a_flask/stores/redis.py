@@ -143,8 +143,8 @@ local function release_lease(lease, running, owner, task_id)
 end
 """
 
-# KEYS: task, log, index, channel, push, push order, context index, state index, lease,
-# running set.  ARGV:
+# KEYS: task, log, index, channel, push, push order, context index, state index, and
+# (when the events release the lease) lease, running set.  ARGV:
 # expected seq, snapshot ('' keeps the stored one), state, updated_at, score, task id, ttl
 # seconds for terminal tasks (0 = none), the new snapshot's bytes, the bytes logged since
 # the snapshot, the history's length, the state indexes' common start (the old state's
@@ -542,7 +542,9 @@ class RedisStore(TaskStore):
                   self._key("push", task_id), self._key("pushorder", task_id),
                   self._context_index(tenant, owner, record.task.context_id),
                   self._state_index(tenant, owner, state.value),
-                  self._key("lease", task_id), self._running],
+                  # The lease's keys only where the events release it: each argument
+                  # costs redis-py CPU, and a stream appends many times.
+                  *((self._key("lease", task_id), self._running) if release_owner else ())],
             args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
                   ttl, size, since, len(record.outline.history),
                   self._state_indexes(tenant, owner), tenant, owner, release_owner, *logged],
