@@ -279,9 +279,15 @@ class Run:
             return
         self._check_can_emit()
         record = self.record
-        if record is None:  # the first emission: it makes the task, with this chunk
-            self._emit(lambda current: [event])
-            return
+        if record is None:
+            if not self.streamed:  # the first emission makes the task, with this chunk
+                self._emit(lambda current: [event])
+                return
+            # A stream announces its task alone first (see _emit); the chunk waits as
+            # every other does, to go out with the rest of its burst.
+            record = self.ensure_task()
+            if record is None:
+                raise TaskClosedError("the agent already answered with a message")
         transition(record.state, Change.OUTPUT)  # what this run itself wrote (ended: refused)
         self._unsent.append(event)
         if self.stalled:
