@@ -36,6 +36,11 @@ class Lease:
     #: Released with the run's last write (the one that finished the task).
     released: bool = False
 
+    def ends_with(self, after: TaskRecord) -> bool:
+        """Whether the run's write that makes ``after`` lets this lease go with it: the
+        write that finishes the task (once)."""
+        return not self.released and after.state.terminal
+
 
 class TaskWriter:
     """Commits changes to the tasks of one agent's store."""
@@ -83,12 +88,12 @@ class TaskWriter:
                 if fresh:
                     raise
                 continue  # judged on a stale record: judge again on the stored one
-            release = lease is not None and not lease.released and after.state.terminal
+            release = lease if lease is not None and lease.ends_with(after) else None
             try:
-                if release:
-                    assert lease is not None
-                    self.store.append_released(task_id, record.seq, events, after, lease.owner)
-                    lease.released = True
+                if release is not None:
+                    self.store.append_released(task_id, record.seq, events, after,
+                                               release.owner)
+                    release.released = True
                 else:
                     self.store.append(task_id, record.seq, events, after)
             except SequenceConflict:
@@ -102,25 +107,27 @@ class TaskWriter:
         store call: a run's first emission makes its task.  ``lease`` as in
         :meth:`commit`.  Events past ``max_task_bytes`` are refused as :meth:`commit`
         refuses them, once the task exists without them."""
-        task = record.task
         if not events:
-            self.store.create(record, first_event)
-            observe.created(self.sender, task.id, task.context_id)
+            self._create_alone(record, first_event)
             return record
         try:
             after = self._after(record, events, caller=False)
         except TaskTooLargeError:
-            self.store.create(record, first_event)
-            observe.created(self.sender, task.id, task.context_id)
+            self._create_alone(record, first_event)
             raise
-        release = lease is not None and not lease.released and after.state.terminal
+        release = lease if lease is not None and lease.ends_with(after) else None
         self.store.create_with(record, first_event, events, after,
-                               release_owner=lease.owner if release and lease else None)
-        if release and lease is not None:
-            lease.released = True
-        observe.created(self.sender, task.id, task.context_id)
+                               release_owner=release.owner if release is not None else None)
+        if release is not None:
+            release.released = True
+        observe.created(self.sender, record.task.id, record.task.context_id)
         observe.committed(self.sender, record.state, after.outline, record.created_at)
         return after
+
+    def _create_alone(self, record: TaskRecord, first_event: Event) -> None:
+        """The task as ``record``, its log ``first_event`` alone."""
+        self.store.create(record, first_event)
+        observe.created(self.sender, record.task.id, record.task.context_id)
 
     def landed(self, task_id: str, seq: int, events: List[Event]) -> bool:
         """Whether the log holds exactly ``events`` right after ``seq``: an append
