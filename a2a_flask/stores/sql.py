@@ -65,7 +65,7 @@ from .base import (
 )
 from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
                      load_target, load_task)
-from .sql_deadline import CUT, Hung, Watchdog, driver_socket, shut_down
+from .sql_deadline import CUT, Hung, Watchdog, cutter, driver_socket, shut_down
 from .sql_listen import Listener, load_driver
 from .sql_raw import Compiled, Session, session
 from .sql_schema import create_all, make_metadata, metadata
@@ -203,15 +203,7 @@ def bound_every_call(engine: Engine, timeout: float, watchdog: Watchdog) -> None
 
     def arm(conn: Connection, *_: Any) -> None:
         fairy = conn.connection
-        info = fairy.info
-        fd = driver_socket(fairy.dbapi_connection)
-
-        def cut() -> None:
-            info[CUT] = True
-            if fd is not None:
-                shut_down(fd)
-
-        info["a2a_deadline"] = watchdog.arm(cut)
+        fairy.info["a2a_deadline"] = watchdog.arm(cutter(fairy.info, fairy.dbapi_connection))
 
     def disarm(conn: Connection, *_: Any) -> None:
         token = conn.connection.info.pop("a2a_deadline", None)

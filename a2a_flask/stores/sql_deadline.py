@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from ..concurrency import Worker
 
@@ -65,6 +65,19 @@ def shut_down(fd: int) -> None:
             sock.shutdown(socket.SHUT_RDWR)
         finally:
             sock.close()
+
+
+def cutter(info: Dict[str, Any], dbapi_connection: Any) -> Callable[[], None]:
+    """What the watchdog calls to cut off a pooled connection: mark its pool record
+    (``info``) so that the pool drops it, and shut its socket down."""
+    fd = driver_socket(dbapi_connection)
+
+    def cut() -> None:
+        info[CUT] = True
+        if fd is not None:
+            shut_down(fd)
+
+    return cut
 
 
 class Watchdog:

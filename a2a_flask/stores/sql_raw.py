@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from .sql_deadline import CUT, Watchdog, driver_socket, shut_down
+from .sql_deadline import CUT, Watchdog, cutter
 
 Rows = List[Tuple[Any, ...]]
 
@@ -57,14 +57,7 @@ class Session:
 
     def __init__(self, connection: Any, watchdog: Watchdog, info: Dict[str, Any]) -> None:
         self._connection, self._watchdog = connection, watchdog
-        fd = driver_socket(connection)
-
-        def cut() -> None:
-            info[CUT] = True
-            if fd is not None:
-                shut_down(fd)
-
-        self._cut = cut
+        self._cut = cutter(info, connection)
 
     def execute(self, compiled: Compiled, values: Dict[str, Any]) -> Tuple[Rows, int]:
         """Run one statement: (the rows it returned, its row count)."""
