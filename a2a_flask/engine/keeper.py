@@ -5,7 +5,8 @@ task was canceled by another process, fails tasks whose runner stopped renewing
 (a killed worker, a lost host), records failures the store was down to take,
 deletes finished tasks past the task TTL, and does the agent's other chores
 (resuming webhook deliveries).  The keeper also holds the table of runs in this
-process: a run is in it exactly while this process holds its lease.
+process: a run is in it exactly while this process holds its lease (or will take
+it with its first write, see :meth:`Keeper.hold`).
 """
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ if TYPE_CHECKING:
     from .run import Run
 
 log = logging.getLogger("a2a_flask")
+
+#: A new run defers its lease to its first write when the store answered a call
+#: this recently (seconds) with no outage since (see :meth:`Keeper.hold`): a store
+#: that went down earlier still fails the call before the agent's code runs.
+ANSWERED_WITHIN = 1.0
 
 
 class ProcessName:
@@ -84,12 +90,22 @@ class Keeper:
     # -- the runs here
 
     def hold(self, run: "Run") -> None:
-        """Take ``run``'s lease and count it among this process's runs (the lease first:
-        if the store is down the caller hears it and no run is left behind)."""
+        """Take ``run``'s lease and count it among this process's runs.
+
+        The lease comes first, so that a store that is down fails the call before
+        the agent's code runs.  A run that makes a new task while the store has just
+        answered (:data:`ANSWERED_WITHIN`) defers its lease to its first write
+        instead (:meth:`.Lease.before_write`): until then nothing of the task is
+        stored, so there is nothing to guard, and a task the agent finishes at once
+        (a blocking send's whole run) is written in one store call with no lease at
+        all."""
         self.ensure()
         owner = self.owner
-        self.store.acquire_lease(run.task_id, owner, self.lease_ttl)
-        run.lease = Lease(owner)
+        if run.record is None and self.store.answering(ANSWERED_WITHIN):
+            run.lease = Lease(owner, self.lease_ttl, taken=False)
+        else:
+            self.store.acquire_lease(run.task_id, owner, self.lease_ttl)
+            run.lease = Lease(owner, self.lease_ttl)
         self._runs[run.task_id] = run
 
     def let_go(self, run: "Run") -> None:
@@ -97,7 +113,7 @@ class Keeper:
         if self._runs.get(run.task_id) is not run:
             return
         del self._runs[run.task_id]
-        if self.store.closed or (run.lease is not None and run.lease.released):
+        if self.store.closed or (run.lease is not None and not run.lease.held):
             return
         try:
             self.store.release_lease(run.task_id, self.owner)
@@ -169,7 +185,7 @@ class Keeper:
             self.store.release_lease(task_id, self.owner)
         runs = self.runs_here()
         self.store.renew_leases(self.owner, [run.task_id for run in runs
-                                             if run.lease is None or not run.lease.released],
+                                             if run.lease is None or run.lease.held],
                                 self.lease_ttl)
         if self._outage_seen:
             # Renewals failed during an outage; the other processes' did too, and their

@@ -124,7 +124,7 @@ class Run:
         #: Set while an append of this run waits for the store to come back (within
         #: ``A2A_STORE_GRACE``): the executor's next emission waits for it.
         self.stalled = False
-        #: This run's lease on its task, once the keeper took it (see :meth:`.Keeper.hold`).
+        #: This run's lease on its task, once the keeper holds the run (see :meth:`.Keeper.hold`).
         self.lease: Optional[Lease] = None
 
     def pace(self) -> None:
@@ -196,7 +196,7 @@ class Run:
             created = self.record is None
             if created:
                 record = self._new_record()
-                self.writer.create(record, record.task, [])
+                self.writer.create(record, record.task, [], self.lease)
                 self.record = record
                 self.decided.set()
         if created and self.streamed:
@@ -227,7 +227,7 @@ class Run:
             except BaseException:
                 # A refused emission (a transition the state machine refuses) still
                 # finds its task made, as an executor's every emission does.
-                self.writer.create(record, record.task, [])
+                self.writer.create(record, record.task, [], self.lease)
                 self.record = record
                 self.decided.set()
                 raise

@@ -30,16 +30,38 @@ def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message
 
 @dataclass
 class Lease:
-    """A run's lease on its task, as the keeper took it (see :mod:`.keeper`)."""
+    """A run's lease on its task (see :mod:`.keeper`): taken before the run starts,
+    or, for a new task, with the run's first write (:meth:`.Keeper.hold`)."""
 
     owner: str
-    #: Released with the run's last write (the one that finished the task).
+    #: How long the lease lasts between renewals (seconds).
+    ttl: float = 0.0
+    #: Whether it is in the store; False while deferred to the run's first write.
+    taken: bool = True
+    #: Let go with the run's last write (the one that finished the task), or never
+    #: needed (the run's first write finished a new task).
     released: bool = False
 
-    def ends_with(self, after: TaskRecord) -> bool:
-        """Whether the run's write that makes ``after`` lets this lease go with it: the
-        write that finishes the task (once)."""
-        return not self.released and after.state.terminal
+    @property
+    def held(self) -> bool:
+        """Whether the store holds this lease now (the keeper renews it)."""
+        return self.taken and not self.released
+
+    def before_write(self, store: TaskStore, task_id: str, after: TaskRecord) -> Optional["Lease"]:
+        """Ready this lease for the run's write that makes ``after``; this lease if
+        that write lets it go (the write that finishes the task, once), else None.
+
+        A deferred lease is taken now when the task goes on running (it then has a
+        lease before it is stored); a task that is finished by its first write
+        never needs one."""
+        if not self.taken:
+            if after.state.terminal:
+                self.taken = self.released = True
+            else:
+                store.acquire_lease(task_id, self.owner, self.ttl)
+                self.taken = True
+            return None
+        return self if not self.released and after.state.terminal else None
 
 
 class TaskWriter:
@@ -88,7 +110,7 @@ class TaskWriter:
                 if fresh:
                     raise
                 continue  # judged on a stale record: judge again on the stored one
-            release = lease if lease is not None and lease.ends_with(after) else None
+            release = lease.before_write(self.store, task_id, after) if lease else None
             try:
                 if release is not None:
                     self.store.append_released(task_id, record.seq, events, after,
@@ -108,14 +130,14 @@ class TaskWriter:
         :meth:`commit`.  Events past ``max_task_bytes`` are refused as :meth:`commit`
         refuses them, once the task exists without them."""
         if not events:
-            self._create_alone(record, first_event)
+            self._create_alone(record, first_event, lease)
             return record
         try:
             after = self._after(record, events, caller=False)
         except TaskTooLargeError:
-            self._create_alone(record, first_event)
+            self._create_alone(record, first_event, lease)
             raise
-        release = lease if lease is not None and lease.ends_with(after) else None
+        release = lease.before_write(self.store, record.task.id, after) if lease else None
         self.store.create_with(record, first_event, events, after,
                                release_owner=release.owner if release is not None else None)
         if release is not None:
@@ -124,8 +146,11 @@ class TaskWriter:
         observe.committed(self.sender, record.state, after.outline, record.created_at)
         return after
 
-    def _create_alone(self, record: TaskRecord, first_event: Event) -> None:
-        """The task as ``record``, its log ``first_event`` alone."""
+    def _create_alone(self, record: TaskRecord, first_event: Event,
+                      lease: Optional[Lease]) -> None:
+        """The task as ``record``, its log ``first_event`` alone (it goes on running)."""
+        if lease is not None:
+            lease.before_write(self.store, record.task.id, record)
         self.store.create(record, first_event)
         observe.created(self.sender, record.task.id, record.task.context_id)
 

@@ -17,6 +17,7 @@ import dataclasses
 import functools
 import json
 import logging
+import math
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -447,6 +448,14 @@ class TaskStore(TaskLog, Coordination):
         self.release_lease(task_id, owner)
         return seq
 
+    def answering(self, within: float) -> bool:
+        """Whether this store answered a call in the last ``within`` seconds and no call
+        met an outage since: then a new run may defer its lease to its first write
+        (:meth:`~a2a_flask.engine.keeper.Keeper.hold`).  :func:`outages_as_unavailable`
+        keeps the time for the stores it guards; a store that does not say stays
+        False (its runs take their lease before the agent's code runs)."""
+        return time.monotonic() - self.__dict__.get("_answered_at", -math.inf) < within
+
 
 # ----------------------------------------------------------- outages
 
@@ -485,13 +494,16 @@ def _guarded(method: Callable[..., Any], errors: Tuple[Type[BaseException], ...]
         try:
             if not self.prepared:
                 prepare_once(self)
-            return method(self, *args, **kwargs)
+            answer = method(self, *args, **kwargs)
         except errors as exc:
             if not is_outage(exc):
                 raise
+            self.__dict__["_answered_at"] = -math.inf  # (see TaskStore.answering)
             report_outage(self, exc)
             signals.send(signals.store_error, None, operation=method.__name__, exception=exc)
             raise StoreUnavailable() from exc
+        self.__dict__["_answered_at"] = time.monotonic()
+        return answer
 
     return guarded
 
