@@ -334,3 +334,37 @@ def test_a_lost_webhook_cursor_write_is_retried():
     assert blip.failed > 0
     assert [t.delivered_seq for t in store.push_targets("t-1")] == [3]
     assert encode(store.push_targets("t-1")[0].config) == encode(config)
+
+
+def test_a_guarded_store_is_answering_from_its_last_answer_to_its_next_outage(monkeypatch):
+    """What lets a new run defer its lease (Keeper.hold): the guard of
+    ``outages_as_unavailable`` keeps when the store last answered, and an outage
+    forgets it at once."""
+    from a2a_flask.stores import base
+    from a2a_flask.stores.base import outages_as_unavailable
+    from a2a_flask.stores.memory import MemoryStore
+
+    @outages_as_unavailable((OSError,))
+    class Flaky(MemoryStore):
+        answering = TaskStore.answering  # the memory store's own says always
+        down = False
+
+        def load(self, task_id):  # type: ignore[override]
+            if self.down:
+                raise OSError("the disk went away")
+            return super().load(task_id)
+
+    store = Flaky()
+    assert not store.answering(1.0)  # never heard from
+    store.load("x")
+    assert store.answering(1.0)
+    now = time.monotonic()
+    monkeypatch.setattr(base.time, "monotonic", lambda: now + 1.5)
+    assert not store.answering(1.0)  # too long ago
+    monkeypatch.undo()
+    store.load("x")
+    store.down = True
+    with pytest.raises(StoreUnavailable):
+        store.load("x")
+    assert not store.answering(1.0)
+    assert MemoryStore().answering(0.0)  # in this process: never down

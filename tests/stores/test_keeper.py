@@ -178,3 +178,160 @@ def test_tend_purges_finished_tasks_older_than_the_ttl(shared):
 
     wait_until(purged, 30, "the purge of the finished task")
     assert time.monotonic() - canceled_at >= 1.5  # not before it was (about) the TTL old
+
+
+# -- when a run takes its lease
+
+LEASE_AND_WRITES = ("acquire_lease", "release_lease", "create", "create_with", "append",
+                    "append_released")
+
+
+def store_calls(store) -> list:
+    """The names of ``store``'s lease and write calls from now on, in order (a store's
+    default ``create_with`` shows as the calls it stands for, inside its own)."""
+    calls: list = []
+    for name in LEASE_AND_WRITES:
+        method = getattr(store, name)
+
+        def recorded(*args, _name=name, _method=method, **kwargs):
+            calls.append(_name)
+            return _method(*args, **kwargs)
+
+        setattr(store, name, recorded)
+    return calls
+
+
+def start(runtime, agent, task_id: str):
+    from a2a_flask.engine.executor import invoke
+
+    runtime._invoke = runtime.runs._invoke = lambda run: invoke(agent, run)
+    message = Message(message_id=f"m-{task_id}", role=Role.USER, parts=[Part(text="x")])
+    return runtime.start_new(message, task_id=task_id, context_id="ctx", tenant="",
+                             owner="", dialect="1.0")
+
+
+def ended(runtime, run) -> None:
+    wait_until(lambda: run.finished.is_set() and runtime.keeper.run_here(run.task_id) is None,
+               15, "the run to end and let its lease go")
+
+
+def test_a_new_task_the_agent_finishes_at_once_is_one_write_and_no_lease(store_url):
+    """A blocking send's whole run: the task is made finished, in one store call,
+    and no lease is ever taken or released for it (the store had just answered)."""
+    store = open_store(store_url)
+    runtime = runtime_on(store)
+    try:
+        store.load("warm-up")  # an answer: the store is up
+        calls = store_calls(store)
+        run = start(runtime, lambda ctx: "done", "quick")
+        ended(runtime, run)
+        assert store.load("quick").state is TaskState.COMPLETED
+        assert calls[0] == "create_with"
+        assert "acquire_lease" not in calls and "release_lease" not in calls
+        assert store.expired_leases() == []
+    finally:
+        runtime.close()
+        store.close()
+
+
+def test_a_new_task_that_goes_on_running_has_its_lease_before_it_is_stored(store_url):
+    """The first write of a run that leaves its task running takes the deferred lease
+    first, the keeper renews it, and the last write lets it go."""
+    store = open_store(store_url)
+    runtime = runtime_on(store)
+    runtime.keeper.ensure = lambda: None  # type: ignore[method-assign]  (we call tend)
+    release = threading.Event()
+    try:
+        store.load("warm-up")
+        calls = store_calls(store)
+        renewed: list = []
+        renew = store.renew_leases
+        store.renew_leases = lambda owner, ids, ttl: (renewed.extend(ids), renew(owner, ids, ttl))
+
+        def working(ctx):
+            ctx.working("on it")
+            release.wait(15)
+            return "done"
+
+        run = start(runtime, working, "long")
+        wait_until(lambda: run.record is not None, 15, "the task to be made")
+        assert calls[0] == "acquire_lease"
+        assert calls[1] in ("create_with", "create")
+        runtime.keeper.tend()
+        assert renewed == ["long"]
+        release.set()
+        ended(runtime, run)
+        assert store.load("long").state is TaskState.COMPLETED
+        assert calls.count("acquire_lease") == 1
+        assert "append_released" in calls or calls[-1] == "release_lease"
+    finally:
+        release.set()
+        runtime.close()
+        store.close()
+
+
+def test_a_task_made_before_the_agent_answers_has_its_lease_first(store_url):
+    """``returnImmediately`` (and a webhook) make the task before the agent's first
+    emission: that write takes the deferred lease too."""
+    store = open_store(store_url)
+    runtime = runtime_on(store)
+    release = threading.Event()
+    try:
+        store.load("warm-up")
+        calls = store_calls(store)
+        run = start(runtime, lambda ctx: release.wait(15) and "done", "early")
+        assert run.ensure_task() is not None
+        assert calls[:2] == ["acquire_lease", "create"]
+        release.set()
+        ended(runtime, run)
+        assert store.load("early").state is TaskState.COMPLETED
+    finally:
+        release.set()
+        runtime.close()
+        store.close()
+
+
+def test_a_store_that_has_not_answered_lately_is_leased_before_the_agent_runs(store_url):
+    """A store not known to be up (no answer within ANSWERED_WITHIN, or an outage
+    since) gets the lease call first: if it is down the caller hears it and the
+    agent's code never runs."""
+    from a2a_flask.protocol.errors import StoreUnavailable
+
+    store = open_store(store_url)
+    runtime = runtime_on(store)
+    ran = threading.Event()
+    try:
+        store.answering = lambda within: False  # type: ignore[method-assign]
+        calls = store_calls(store)
+        run = start(runtime, lambda ctx: ran.set() or "done", "careful")
+        ended(runtime, run)
+        assert calls[0] == "acquire_lease"
+        assert store.load("careful").state is TaskState.COMPLETED
+
+        def down(*args):
+            raise StoreUnavailable()
+
+        store.acquire_lease = down  # type: ignore[method-assign]
+        ran.clear()
+        with pytest.raises(StoreUnavailable):
+            start(runtime, lambda ctx: ran.set() or "done", "refused")
+        assert not ran.wait(0.2)
+    finally:
+        runtime.close()
+        store.close()
+
+
+def test_a_run_that_answers_with_a_message_takes_and_releases_no_lease(store_url):
+    store = open_store(store_url)
+    runtime = runtime_on(store)
+    try:
+        store.load("warm-up")
+        calls = store_calls(store)
+        run = start(runtime, lambda ctx: Message(message_id="r", role=Role.AGENT,
+                                                 parts=[Part(text="hi")]), "reply")
+        ended(runtime, run)
+        assert run.reply is not None
+        assert calls == []
+    finally:
+        runtime.close()
+        store.close()
