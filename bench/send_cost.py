@@ -6,8 +6,10 @@ runs it), driven through the Flask test client, so the figure is the worker's
 CPU alone: parsing, the engine, the store's client side, rendering (no HTTP
 server, no load generator).  Stores are measured in rounds, each round every
 store in turn, so drift on a shared machine hits them all alike; the table
-shows medians, each store's ratio to memory, and the SQL statements or Redis
-commands one send costs.  ``--profile STORE`` prints where that store's CPU
+shows medians, each store's ratio to memory, the SQL statements or Redis
+commands one send costs, and the CPU the database server's own processes on this
+machine spent per send (PostgreSQL's backends and background workers, mariadbd,
+redis-server).  ``--profile STORE`` prints where that store's CPU
 goes (cProfile, by own time).
 
     python bench/send_cost.py [--stores memory,sqlite,redis,postgresql,mariadb]
@@ -24,6 +26,7 @@ monkey.patch_all()
 import argparse  # noqa: E402
 import cProfile  # noqa: E402
 import io  # noqa: E402
+import os  # noqa: E402
 import pstats  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -39,7 +42,28 @@ from flask import Flask  # noqa: E402
 
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill  # noqa: E402
 
+from bench import cpu_seconds  # noqa: E402
+
 STORES = ("memory", "sqlite", "redis", "postgresql", "mariadb")
+#: The process name of each networked store's server (as /proc/<pid>/comm gives it).
+SERVER_PROCESS = {"redis": "redis-server", "postgresql": "postgres", "mariadb": "mariadbd"}
+
+
+def server_cpu_seconds(store: str) -> float:
+    """CPU time of ``store``'s server processes on this machine (0 for an in-process store)."""
+    name = SERVER_PROCESS.get(store)
+    total = 0.0
+    if name is None:
+        return total
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if Path(f"/proc/{entry}/comm").read_text().strip() == name:
+                total += cpu_seconds(int(entry))
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+    return total
 
 
 class Agent:
@@ -110,13 +134,16 @@ class Agent:
         if answer.status_code != 200 or b"TASK_STATE_COMPLETED" not in answer.data:
             raise RuntimeError(f"{self.store}: {answer.status_code} {answer.data[:300]!r}")
 
-    def measure(self, sends: int) -> Tuple[float, float]:
-        """(CPU ms per send, round trips per send) over ``sends`` sends."""
-        calls, started = self.calls, time.process_time()
+    def measure(self, sends: int) -> Tuple[float, float, float]:
+        """(CPU ms per send, round trips per send, the database server's CPU ms per
+        send) over ``sends`` sends."""
+        calls, server = self.calls, server_cpu_seconds(self.store)
+        started = time.process_time()
         for _ in range(sends):
             self.send()
         return ((time.process_time() - started) / sends * 1e3,
-                (self.calls - calls) / sends)
+                (self.calls - calls) / sends,
+                (server_cpu_seconds(self.store) - server) / sends * 1e3)
 
     def close(self) -> None:
         self.task_store.close()
@@ -211,21 +238,26 @@ def main() -> int:
                     agents[store].send()
             cpu: Dict[str, List[float]] = {store: [] for store in stores}
             trips: Dict[str, List[float]] = {store: [] for store in stores}
+            server: Dict[str, List[float]] = {store: [] for store in stores}
             for index in range(args.rounds):
                 for store in stores:
-                    ms, calls = agents[store].measure(args.sends)
+                    ms, calls, server_ms = agents[store].measure(args.sends)
                     cpu[store].append(ms)
                     trips[store].append(calls)
+                    server[store].append(server_ms)
                 print(f"round {index + 1}/{args.rounds}: " + ", ".join(
                     f"{store} {cpu[store][-1]:.2f} ms" for store in stores), file=sys.stderr)
             print(f"CPU per blocking SendMessage in one process (echo agent, gevent), "
                   f"medians of {args.rounds} rounds of {args.sends}")
-            print(f"{'store':12} {'CPU ms':>8} {'vs memory':>10} {'round trips':>12}")
+            print(f"{'store':12} {'CPU ms':>8} {'vs memory':>10} {'round trips':>12} "
+                  f"{'database CPU ms':>16}")
             base = statistics.median(cpu["memory"])
             for store in stores:
                 median = statistics.median(cpu[store])
+                database = (f"{statistics.median(server[store]):16.2f}"
+                            if store in SERVER_PROCESS else f"{'-':>16}")
                 print(f"{store:12} {median:8.2f} {median / base:9.2f}x "
-                      f"{statistics.median(trips[store]):12.1f}")
+                      f"{statistics.median(trips[store]):12.1f} {database}")
             if args.profile:
                 profile(agents[args.profile], args.sends)
         finally:
