@@ -30,7 +30,6 @@ import json
 import os
 import selectors
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile

@@ -454,7 +454,8 @@ class TaskStore(TaskLog, Coordination):
         (:meth:`~a2a_flask.engine.keeper.Keeper.hold`).  :func:`outages_as_unavailable`
         keeps the time for the stores it guards; a store that does not say stays
         False (its runs take their lease before the agent's code runs)."""
-        return time.monotonic() - self.__dict__.get("_answered_at", -math.inf) < within
+        answered_at: float = self.__dict__.get("_answered_at", -math.inf)
+        return time.monotonic() - answered_at < within
 
 
 # ----------------------------------------------------------- outages

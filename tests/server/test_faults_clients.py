@@ -3,10 +3,9 @@ connection, never the worker; the worker answers the probe all along."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, Iterator
 
 import pytest
 

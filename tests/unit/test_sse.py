@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-import pytest
 
 from a2a_flask.protocol.calls import Wait
 from a2a_flask.protocol.events import LogEntry

@@ -33,7 +33,6 @@ def _env(tmp_path: Any, **extra: str) -> Dict[str, str]:
 
 
 def test_one_trace_from_the_client_through_a_worker_to_the_webhook(tmp_path):
-    from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
 
     # The client's own span, from a provider of its own (the global one is left alone).
