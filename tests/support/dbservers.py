@@ -85,6 +85,20 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _stopped(pid: int) -> bool:
+    """Whether every thread of ``pid`` is stopped by a signal (or the process is gone)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for thread in threads:
+        with contextlib.suppress(OSError):  # a thread that ended meanwhile
+            with open(f"/proc/{pid}/task/{thread}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
+                    return False
+    return True
+
+
 def _wait_port(port: int, timeout: float, what: str, ready: Any = None) -> None:
     """Wait until ``ready()`` is true (or, without it, the port accepts)."""
     deadline = time.monotonic() + timeout
@@ -180,6 +194,13 @@ class DBServer:
         self.frozen_pids = self.pids()
         assert self.frozen_pids, f"{self.kind} is not running"
         _signal_all(self.frozen_pids, signal.SIGSTOP)
+        # The signal lands when each thread next runs: on a VM whose CPU is stolen for a
+        # while, a query sent right after kill() could still be answered.  Frozen means
+        # stopped, so wait for that.
+        deadline = time.monotonic() + 10
+        while not all(_stopped(pid) for pid in self.frozen_pids):
+            assert time.monotonic() < deadline, f"{self.kind} did not stop on SIGSTOP"
+            time.sleep(0.01)
 
     def thaw(self) -> None:
         """SIGCONT what :meth:`freeze` stopped (a no-op when not frozen)."""
