@@ -73,16 +73,21 @@ def _signal_all(pids: List[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
+def _state(stat_path: str) -> Optional[str]:
+    """The state letter of a /proc ``stat`` file (R, S, T, Z...); None once it is gone."""
+    try:
+        with open(stat_path) as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with contextlib.suppress(OSError):  # a zombie is gone for our purposes
-        with open(f"/proc/{pid}/stat") as handle:
-            if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                return False
-    return True
+    return _state(f"/proc/{pid}/stat") != "Z"  # a zombie is gone for our purposes
 
 
 def _stopped(pid: int) -> bool:
@@ -91,12 +96,8 @@ def _stopped(pid: int) -> bool:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True
-    for thread in threads:
-        with contextlib.suppress(OSError):  # a thread that ended meanwhile
-            with open(f"/proc/{pid}/task/{thread}/stat") as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] not in ("T", "t", "Z", "X"):
-                    return False
-    return True
+    return all(_state(f"/proc/{pid}/task/{thread}/stat") in (None, "T", "t", "Z", "X")
+               for thread in threads)
 
 
 def _wait_port(port: int, timeout: float, what: str, ready: Any = None) -> None:
