@@ -54,14 +54,16 @@ class Lease:
         A deferred lease is taken now when the task goes on running (it then has a
         lease before it is stored); a task that is finished by its first write
         never needs one."""
+        if self.released:
+            return None  # let go already, or never needed
         if not self.taken:
             if after.state.terminal:
-                self.taken = self.released = True
+                self.released = True  # never taken: nothing to let go
             else:
                 store.acquire_lease(task_id, self.owner, self.ttl)
                 self.taken = True
             return None
-        return self if not self.released and after.state.terminal else None
+        return self if after.state.terminal else None
 
 
 class TaskWriter:
