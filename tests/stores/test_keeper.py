@@ -201,10 +201,14 @@ def store_calls(store) -> list:
     return calls
 
 
-def start(runtime, agent, task_id: str):
+def running(store, agent) -> Runtime:
+    """A runtime on ``store`` whose runs call ``agent`` (an executor)."""
     from a2a_flask.engine.executor import invoke
 
-    runtime._invoke = runtime.runs._invoke = lambda run: invoke(agent, run)
+    return runtime_on(store, lambda run: invoke(agent, run))
+
+
+def start(runtime, task_id: str):
     message = Message(message_id=f"m-{task_id}", role=Role.USER, parts=[Part(text="x")])
     return runtime.start_new(message, task_id=task_id, context_id="ctx", tenant="",
                              owner="", dialect="1.0")
@@ -219,11 +223,11 @@ def test_a_new_task_the_agent_finishes_at_once_is_one_write_and_no_lease(store_u
     """A blocking send's whole run: the task is made finished, in one store call,
     and no lease is ever taken or released for it (the store had just answered)."""
     store = open_store(store_url)
-    runtime = runtime_on(store)
+    runtime = running(store, lambda ctx: "done")
     try:
         store.load("warm-up")  # an answer: the store is up
         calls = store_calls(store)
-        run = start(runtime, lambda ctx: "done", "quick")
+        run = start(runtime, "quick")
         ended(runtime, run)
         assert store.load("quick").state is TaskState.COMPLETED
         assert calls[0] == "create_with"
@@ -237,23 +241,23 @@ def test_a_new_task_the_agent_finishes_at_once_is_one_write_and_no_lease(store_u
 def test_a_new_task_that_goes_on_running_has_its_lease_before_it_is_stored(store_url):
     """The first write of a run that leaves its task running takes the deferred lease
     first, the keeper renews it, and the last write lets it go."""
-    store = open_store(store_url)
-    runtime = runtime_on(store)
-    runtime.keeper.ensure = lambda: None  # type: ignore[method-assign]  (we call tend)
     release = threading.Event()
+
+    def working(ctx):
+        ctx.working("on it")
+        release.wait(15)
+        return "done"
+
+    store = open_store(store_url)
+    runtime = running(store, working)
+    runtime.keeper.ensure = lambda: None  # type: ignore[method-assign]  (we call tend)
     try:
         store.load("warm-up")
         calls = store_calls(store)
         renewed: list = []
         renew = store.renew_leases
         store.renew_leases = lambda owner, ids, ttl: (renewed.extend(ids), renew(owner, ids, ttl))
-
-        def working(ctx):
-            ctx.working("on it")
-            release.wait(15)
-            return "done"
-
-        run = start(runtime, working, "long")
+        run = start(runtime, "long")
         wait_until(lambda: run.record is not None, 15, "the task to be made")
         assert calls[0] == "acquire_lease"
         assert calls[1] in ("create_with", "create")
@@ -273,13 +277,13 @@ def test_a_new_task_that_goes_on_running_has_its_lease_before_it_is_stored(store
 def test_a_task_made_before_the_agent_answers_has_its_lease_first(store_url):
     """``returnImmediately`` (and a webhook) make the task before the agent's first
     emission: that write takes the deferred lease too."""
-    store = open_store(store_url)
-    runtime = runtime_on(store)
     release = threading.Event()
+    store = open_store(store_url)
+    runtime = running(store, lambda ctx: release.wait(15) and "done")
     try:
         store.load("warm-up")
         calls = store_calls(store)
-        run = start(runtime, lambda ctx: release.wait(15) and "done", "early")
+        run = start(runtime, "early")
         assert run.ensure_task() is not None
         assert calls[:2] == ["acquire_lease", "create"]
         release.set()
@@ -297,13 +301,13 @@ def test_a_store_that_has_not_answered_lately_is_leased_before_the_agent_runs(st
     agent's code never runs."""
     from a2a_flask.protocol.errors import StoreUnavailable
 
-    store = open_store(store_url)
-    runtime = runtime_on(store)
     ran = threading.Event()
+    store = open_store(store_url)
+    runtime = running(store, lambda ctx: ran.set() or "done")
     try:
         store.answering = lambda within: False  # type: ignore[method-assign]
         calls = store_calls(store)
-        run = start(runtime, lambda ctx: ran.set() or "done", "careful")
+        run = start(runtime, "careful")
         ended(runtime, run)
         assert calls[0] == "acquire_lease"
         assert store.load("careful").state is TaskState.COMPLETED
@@ -314,7 +318,7 @@ def test_a_store_that_has_not_answered_lately_is_leased_before_the_agent_runs(st
         store.acquire_lease = down  # type: ignore[method-assign]
         ran.clear()
         with pytest.raises(StoreUnavailable):
-            start(runtime, lambda ctx: ran.set() or "done", "refused")
+            start(runtime, "refused")
         assert not ran.wait(0.2)
     finally:
         runtime.close()
@@ -323,12 +327,12 @@ def test_a_store_that_has_not_answered_lately_is_leased_before_the_agent_runs(st
 
 def test_a_run_that_answers_with_a_message_takes_and_releases_no_lease(store_url):
     store = open_store(store_url)
-    runtime = runtime_on(store)
+    runtime = running(store, lambda ctx: Message(message_id="r", role=Role.AGENT,
+                                                 parts=[Part(text="hi")]))
     try:
         store.load("warm-up")
         calls = store_calls(store)
-        run = start(runtime, lambda ctx: Message(message_id="r", role=Role.AGENT,
-                                                 parts=[Part(text="hi")]), "reply")
+        run = start(runtime, "reply")
         ended(runtime, run)
         assert run.reply is not None
         assert calls == []
