@@ -52,9 +52,9 @@ SERVER_PROCESS = {"redis": "redis-server", "postgresql": "postgres", "mariadb": 
 def server_cpu_seconds(store: str) -> float:
     """CPU time of ``store``'s server processes on this machine (0 for an in-process store)."""
     name = SERVER_PROCESS.get(store)
-    total = 0.0
     if name is None:
-        return total
+        return 0.0
+    total = 0.0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
