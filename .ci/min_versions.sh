@@ -77,6 +77,7 @@ sed 's/^/  /' "$CONSTRAINTS"
 
 "$PY" -m pytest -q -rs -p no:cacheprovider \
   tests/unit/test_push_guard.py tests/unit/test_push_pin.py tests/web/test_push_headers.py \
-  tests/stores/test_stores.py tests/stores/test_shelve_log.py tests/stores/test_keeper.py \
-  tests/server/test_kill9.py tests/server/test_server.py tests/server/test_push_server.py \
+  tests/stores/test_stores*.py tests/stores/test_shelve_log.py tests/stores/test_keeper.py \
+  tests/server/test_kill9.py tests/server/test_server.py tests/server/test_server_table.py \
+  tests/server/test_server_shelve.py tests/server/test_push_server.py \
   tests/web/test_card_origin.py

@@ -7,25 +7,8 @@ from here; the subpackages are the layers (see docs/internals.rst).
 """
 from typing import TYPE_CHECKING, Any
 
-from .protocol.errors import (
-    A2AError,
-    ContentTypeNotSupportedError,
-    ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
-    InternalError,
-    InvalidAgentResponseError,
-    InvalidParamsError,
-    InvalidRequestError,
-    JSONParseError,
-    MethodNotFoundError,
-    PushNotificationNotSupportedError,
-    StoreUnavailable,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    TaskTooLargeError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
-)
+from . import errors as _errors
+from .errors import *  # noqa: F401,F403  (the whole tree)
 from .engine.executor import TaskContext
 from .web.extension import A2A
 from .protocol.models import (
@@ -95,21 +78,6 @@ __all__ = [
     "MemoryStore",
     "ShelveStore",
     "open_store",
-    "A2AError",
-    "ContentTypeNotSupportedError",
-    "ExtendedAgentCardNotConfiguredError",
-    "ExtensionSupportRequiredError",
-    "InternalError",
-    "InvalidAgentResponseError",
-    "InvalidParamsError",
-    "InvalidRequestError",
-    "JSONParseError",
-    "MethodNotFoundError",
-    "PushNotificationNotSupportedError",
-    "StoreUnavailable",
-    "TaskNotCancelableError",
-    "TaskNotFoundError",
-    "TaskTooLargeError",
-    "UnsupportedOperationError",
-    "VersionNotSupportedError",
 ]
+# The error tree (a2a_flask.errors), every one.
+__all__ += _errors.__all__

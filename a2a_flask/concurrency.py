@@ -224,12 +224,14 @@ if hasattr(os, "register_at_fork"):  # not on Windows, which has no fork either
 class _Slot:
     """The wake-up of one key, shared by everyone waiting on it right now."""
 
-    __slots__ = ("event", "waiters")
+    __slots__ = ("event", "waiters", "woken")
 
     def __init__(self) -> None:
         # Looked up at call time: under gevent the patched module gives gevent's Event.
         self.event = threading.Event()
         self.waiters = 0
+        #: Fired by :meth:`Notifier.wake`: nothing was written, the waiters are to return.
+        self.woken = False
 
 
 class Ticket:
@@ -243,6 +245,11 @@ class Ticket:
     def wait(self, timeout: float) -> bool:
         """Block until a :meth:`Notifier.notify` after this ticket, or ``timeout``."""
         return self._slot.event.wait(timeout)
+
+    @property
+    def woken(self) -> bool:
+        """Whether :meth:`Notifier.wake` fired this ticket (rather than a write's notify)."""
+        return self._slot.woken
 
     def __enter__(self) -> "Ticket":
         return self
@@ -306,7 +313,19 @@ class Notifier:
                     if remaining <= 0:
                         return
                     if ticket.wait(min(interval, remaining)) or version() != seen:
+                        if ticket.woken:
+                            return  # woken (Notifier.wake): return without news
                         break
+
+    def wake(self, key: Hashable) -> None:
+        """Wake everyone waiting on ``key`` although nothing was written: their waits
+        return (a :meth:`wait_polling` too, which goes on after a :meth:`notify` until
+        its check passes), so that they can notice why (a process shutting down)."""
+        with self._lock:
+            slot = self._slots.pop(key, None)
+        if slot is not None:
+            slot.woken = True
+            slot.event.set()
 
     def notify(self, key: Hashable) -> None:
         """Wake everyone waiting on ``key``."""

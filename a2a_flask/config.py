@@ -43,8 +43,16 @@ class Settings:
     public_url: str = ""
     #: The task store, as a URL: ``memory://`` (per process), ``shelve:///path/to/file``
     #: or ``sqlite:///path/to/file.db`` (one host; missing folders are created),
-    #: ``redis://host:6379/0`` (several hosts; the ``redis`` extra).
+    #: ``redis://host:6379/0``, ``redis+cluster://h:p,h:p/0``, ``redis+sentinel://h:p/name/0``
+    #: (several hosts; the ``redis`` extra).
     store: str = "memory://"
+    #: The name this agent's tasks are stored under, which keeps them apart from the tasks
+    #: of other agents sharing its store: the agent sees only the tasks stored under its
+    #: own.  Empty: the agent's name.  ``a2a`` (the default agent's name) stores them
+    #: as every task was stored before 0.2.0, with no name: set it to keep an upgraded
+    #: agent's older tasks.  At most 64 characters, no control characters; two agents
+    #: of one app sharing a store may not have the same one.
+    store_scope: str = ""
     #: Seconds any one call to a networked store (Redis, PostgreSQL, MySQL/MariaDB) may
     #: take: connecting, each command or statement, and the wait for a pooled connection.
     #: Past it the caller gets "task store unavailable" (REST 503) and the connection
@@ -80,6 +88,9 @@ class Settings:
     store_grace: float = 30.0
     #: Seconds finished tasks are kept (0 keeps them forever).
     task_ttl: float = 3600.0
+    #: Seconds the server keeps a send's ``Idempotency-Key``: a retry with the same key
+    #: within it gets the first send's task (docs/safe-retries.rst).
+    idempotency_ttl: float = 86400.0
     #: ``Cache-Control: max-age`` of the agent card, in seconds.
     card_max_age: int = 300
     #: Whether streams end at AUTH_REQUIRED (credentials may arrive out of band).
@@ -87,6 +98,13 @@ class Settings:
     #: Serve a 1.0 method name sent without ``A2A-Version`` as 1.0 instead of answering
     #: -32009 (a missing header means 0.3, spec §3.6.2).
     lenient_version: bool = False
+    #: Also serve the A2A 1.1 draft (task generations, long-poll GetTask,
+    #: ``ifGenerationMatch``: docs/generations.rst) to requests that say
+    #: ``A2A-Version: 1.1``, and declare it in the card.  A draft: it may still change.
+    protocol_draft: bool = False
+    #: Longest time a 1.1 long-poll GetTask (``currentGeneration``) holds its answer
+    #: before it answers with the task as it is.
+    long_poll_timeout: float = 30.0
     #: Serve the public card at the host root ``/.well-known/...`` (the first agent does by default).
     root_card: Optional[bool] = None
     #: Serve the union card: the 1.0 card plus the members 0.3 and 0.1 clients read
@@ -117,9 +135,11 @@ class Settings:
     #: Open streams per authenticated caller in one worker process (0: no limit).
     max_streams_per_caller: int = 100
     #: Open streams of all anonymous callers together in one worker process (0: no
-    #: limit): what a crowd without credentials may hold of a worker's memory.  Raise it
-    #: together with gunicorn's ``--worker-connections`` (1000 by default) to serve more.
-    max_anonymous_streams: int = 1000
+    #: limit): what a crowd without credentials may hold of a worker's memory and
+    #: connections.  Unset: a quarter of the worker's connections, gunicorn's
+    #: ``--worker-connections`` as its command line (or ``GUNICORN_CMD_ARGS``) says it
+    #: (1000 by default: 250 streams), 250 elsewhere.
+    max_anonymous_streams: Optional[int] = None
     #: Webhooks one task may have (0: no limit): each of its events is pushed to each.
     max_push_configs: int = 10
     #: Process-wide, opt-in: run Python's full garbage collections only after this many
@@ -132,6 +152,10 @@ class Settings:
     #: Serve the Prometheus metrics (``a2a_requests_total``, ...) at this path of the app,
     #: e.g. ``/metrics`` (needs ``pip install a2a-flask[prometheus]``); empty: not served.
     metrics_path: str = ""
+    #: Serve health endpoints at this path of the app, e.g. ``/healthz``: liveness there,
+    #: readiness (each agent's store answers, its worker is not stopping) at
+    #: ``<path>/ready``; empty: not served (see :mod:`a2a_flask.web.health`).
+    health_path: str = ""
     #: Let webhooks call private, loopback and link-local addresses (development only).
     push_allow_private: bool = False
     #: Hosts webhooks may call although they are not public: exact names, ``*.example.com``,
@@ -184,9 +208,14 @@ class Settings:
         for names, ok, rule in _RANGES:
             for name in names:
                 value = getattr(self, name)
-                if not ok(value):
+                if value is not None and not ok(value):  # None: unset, worked out later
                     raise ValueError(f"{config_key(name)} must be {rule}, got {value!r}")
 
+
+#: The longest store scope (``A2A_STORE_SCOPE``): it goes before the caller's tenant in
+#: each stored task's tenant column, which holds 255 characters.
+MAX_SCOPE_LENGTH = 64
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 #: The values of ``A2A_RUNNER``: where executors run.
 RUNNERS = ("inline", "celery")
@@ -195,14 +224,36 @@ _AT_LEAST_ONE = ("max_content_length", "max_parts", "max_file_size", "push_max_a
 _NOT_NEGATIVE = ("task_ttl", "card_max_age", "max_history", "max_task_bytes",
                  "max_streams_per_caller", "max_anonymous_streams", "max_push_configs",
                  "gc_full_every", "store_grace")
-_POSITIVE = ("store_timeout", "sse_keepalive", "blocking_timeout", "cancel_grace", "lease_ttl",
+_POSITIVE = ("store_timeout", "sse_keepalive", "blocking_timeout", "long_poll_timeout",
+             "cancel_grace", "lease_ttl", "idempotency_ttl",
              "body_timeout", "push_timeout", "push_retry_delay", "push_retry_max_delay")
 _RANGES: Tuple[Tuple[Tuple[str, ...], Callable[[Any], bool], str], ...] = (
     (_AT_LEAST_ONE, lambda v: v >= 1, ">= 1"),
     (_NOT_NEGATIVE, lambda v: v >= 0, ">= 0"),
     (_POSITIVE, lambda v: v > 0, "> 0"),
     (("runner",), lambda v: v in RUNNERS, " or ".join(RUNNERS)),
+    (("store_scope",), lambda v: scope_problem(v) == "",
+     f"at most {MAX_SCOPE_LENGTH} characters without control characters"),
 )
+
+
+def scope_problem(scope: str) -> str:
+    """What is wrong with a store scope ('' if nothing)."""
+    if len(scope) > MAX_SCOPE_LENGTH:
+        return f"is longer than {MAX_SCOPE_LENGTH} characters"
+    return "contains control characters" if _CONTROL.search(scope) else ""
+
+
+#: The default agent's name: its tasks are stored with an empty scope, as every task
+#: was before scopes existed.
+DEFAULT_AGENT = "a2a"
+
+
+def store_scope(agent: str, setting: str) -> str:
+    """The store scope of the agent named ``agent`` (``A2A_STORE_SCOPE`` is ``setting``):
+    the name its tasks are stored under, empty for :data:`DEFAULT_AGENT`."""
+    name = setting or agent
+    return "" if name == DEFAULT_AGENT else name
 
 
 def config_key(name: str) -> str:

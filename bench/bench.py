@@ -58,7 +58,7 @@ IO_TIMEOUT = 30.0
 MAX_ERRORS_PER_WORKER = 20
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
-# Targets (issue 14; see README.rst).
+# Targets (see README.rst).
 TARGET_SEND_RATIO = 0.85
 TARGET_SSE_RATIO = 0.70
 TARGET_HELD_STREAMS = 10_000

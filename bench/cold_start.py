@@ -8,7 +8,7 @@ Flask app.  The ceiling, measured in the same run with alternating samples,
 is a fresh process that imports Flask and builds an app.  Where the official
 a2a-sdk server is installed (the test extra), the peer is measured alike: its
 imports, then one agent's Starlette app with its card and JSON-RPC routes.
-Prints medians over ``--runs`` processes; issue 14's target is <= 150 ms for
+Prints medians over ``--runs`` processes; the target is <= 150 ms for
 the total.
 Bytecode caching is on in the children (one unmeasured process of each kind
 writes the ``.pyc`` files first), as in an installed package.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Fan-out: many watchers of one running task (issue 41).
+"""Fan-out: many watchers of one running task.
 
 An agent (``tests/support/fanout_app.py``) goes WORKING and waits; N clients subscribe
 to the task (``SubscribeToTask``), spread over the workers and hosts (a host is
@@ -26,9 +26,11 @@ Pin it apart from the server on two cores: ``taskset -c 1 python bench/fanout.py
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -37,29 +39,32 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import requests
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # tests.support, run as a script
+    sys.path.insert(0, str(ROOT))
+
+from tests.support.helpers import gunicorn_options  # noqa: E402
+from tests.support.ports import check_listener, reserve_port  # noqa: E402
+
 V1 = {"A2A-Version": "1.0"}
 
 
 # ------------------------------------------------------------ servers
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Host:
-    """One gunicorn (gevent workers) serving the fan-out agent on a free loopback port."""
+    """One gunicorn (gevent workers) serving the fan-out agent on a reserved loopback
+    port (tests/support/ports.py: no other server can take it until :meth:`stop`).
+    A host that fails to start stops what it started before raising."""
 
     def __init__(self, store: str, workers: int, folder: str, *, cpus: str = "",
                  connections: int = 12000) -> None:
-        self.port = free_port()
+        self._reservation = reserve_port()
+        self.port = self._reservation.port
         self.url = f"http://127.0.0.1:{self.port}"
         env = {**os.environ, "FLASK_A2A_STORE": store, "FANOUT_DIR": folder,
                "FLASK_A2A_MAX_ANONYMOUS_STREAMS": "0", "FLASK_A2A_SSE_KEEPALIVE": "5",
@@ -67,36 +72,68 @@ class Host:
         cmd = [sys.executable, "-m", "gunicorn", "-k", "gevent", "-w", str(workers),
                "-b", f"127.0.0.1:{self.port}", "--worker-connections", str(connections),
                "--backlog", "4096", "--graceful-timeout", "2", "--log-level", "warning",
-               "tests.support.fanout_app:app"]
+               *gunicorn_options(), "tests.support.fanout_app:app"]
         if cpus:
             cmd = ["taskset", "-c", cpus] + cmd
         self.log = open(Path(folder) / f"gunicorn-{self.port}.log", "wb")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc: Optional[subprocess.Popen] = None
+        try:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+            self._wait_ready()
+            # Every worker boots its counters on its first request: touch each a few times.
+            for _ in range(8 * workers):
+                requests.get(self.url + "/a2a/rest/tasks/warm-up", timeout=5)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        """Until this gunicorn (its master: taskset execs it) listens on the port and the
+        card answers; at once, with the log, if it exits."""
+        assert self.proc is not None
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gunicorn exited: {Path(self.log.name).read_text()}")
-            try:
-                requests.get(self.url + "/.well-known/agent-card.json", timeout=5)
-                break
-            except requests.RequestException:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("gunicorn did not start") from None
-                time.sleep(0.1)
-        # Every worker boots its counters on its first request: touch each a few times.
-        for _ in range(8 * workers):
-            requests.get(self.url + "/a2a/rest/tasks/warm-up", timeout=5)
+            if check_listener(self.port, [self.proc.pid], "gunicorn"):
+                try:
+                    requests.get(self.url + "/.well-known/agent-card.json", timeout=5)
+                    return
+                except requests.RequestException:
+                    pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("gunicorn did not start")
+            time.sleep(0.1)
 
     def stop(self) -> None:
-        import signal
-
+        """Stop gunicorn and its workers (idempotent) and let the port go."""
         try:
-            os.killpg(self.proc.pid, signal.SIGQUIT)  # gunicorn's quick shutdown
-            self.proc.wait(10)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        self.log.close()
+            if self.proc is not None and self.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGQUIT)  # gunicorn's quick shutdown
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                    self.proc.wait(5)
+        finally:
+            self.log.close()
+            self._reservation.release()
+
+
+@contextlib.contextmanager
+def hosts_running(count: int, store: str, workers: int, folder: str,
+                  cpus: str = "") -> Iterator[List[Host]]:
+    """``count`` hosts, started one after another; every one started is stopped on
+    leaving, when a later one fails to start too."""
+    with contextlib.ExitStack() as stack:
+        hosts: List[Host] = []
+        for _ in range(count):
+            host = Host(store, workers, folder, cpus=cpus)
+            stack.callback(host.stop)
+            hosts.append(host)
+        yield hosts
 
 
 def store_calls(folder: str) -> Tuple[Dict[str, int], int, int]:
@@ -117,16 +154,23 @@ def store_calls(folder: str) -> Tuple[Dict[str, int], int, int]:
 
 
 def redis_commands(url: str) -> Optional[int]:
-    """Commands the Redis server has processed so far (None for other stores)."""
-    if not url.startswith(("redis://", "rediss://")):
+    """Commands the Redis server has processed so far, summed over a cluster's masters
+    (``redis+cluster://``), or those of the master the sentinels name
+    (``redis+sentinel://``); None for other stores."""
+    scheme = url.split("://", 1)[0]
+    if scheme.split("+", 1)[0] not in ("redis", "rediss"):
         return None
-    import redis
+    from a2a_flask.stores import open_store
 
-    client = redis.Redis.from_url(url.split("?", 1)[0])
+    store = open_store(url)
     try:
+        client = store._redis  # type: ignore[attr-defined]
+        if scheme.endswith("+cluster"):
+            answers = client.info("stats", target_nodes=client.PRIMARIES)
+            return sum(int(answer["total_commands_processed"]) for answer in answers.values())
         return int(client.info("stats")["total_commands_processed"])
     finally:
-        client.close()
+        store.close()
 
 
 # ------------------------------------------------------------ watchers
@@ -350,24 +394,19 @@ def main() -> int:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         store = args.store.replace("{tmp}", folder)
-        hosts = [Host(store, args.workers, folder, cpus=args.server_cpus)
-                 for _ in range(args.hosts)]
-        deadline = time.monotonic() + 30
-        while store_calls(folder)[2] < args.hosts * args.workers:  # every worker reports
-            for host in hosts:
-                requests.get(host.url + "/a2a/rest/tasks/warm-up", timeout=5)
-            if time.monotonic() > deadline:
-                raise RuntimeError("not every worker reported its store calls")
-            time.sleep(0.1)
-        try:
+        with hosts_running(args.hosts, store, args.workers, folder, args.server_cpus) as hosts:
+            deadline = time.monotonic() + 30
+            while store_calls(folder)[2] < args.hosts * args.workers:  # every worker reports
+                for host in hosts:
+                    requests.get(host.url + "/a2a/rest/tasks/warm-up", timeout=5)
+                if time.monotonic() > deadline:
+                    raise RuntimeError("not every worker reported its store calls")
+                time.sleep(0.1)
             print(f"store {store.split('?')[0]}, {args.hosts} host(s) x {args.workers} gevent "
                   f"worker(s), {args.chunks} chunks over {args.seconds:g} s")
             phases = [run_phase(hosts, store, folder, int(count), args.chunks, args.seconds)
                       for count in args.watchers.split(",")]
             report(phases)
-        finally:
-            for host in hosts:
-                host.stop()
     return 0
 
 

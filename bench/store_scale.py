@@ -16,6 +16,9 @@ stays near 1)::
 
     python bench/store_scale.py --stores redis --sizes 1000,10000,100000 --events 1 --page 50
 
+``redis-cluster`` and ``redis-sentinel`` start a topology of their own (3 masters and
+3 replicas; a master, 2 replicas and 3 sentinels) and measure the same through it.
+
 It prints the median microseconds per call and, per operation, the ratio of
 the largest size to the smallest (1.0 = flat).  Next to each row, the
 baseline of the disk at that moment: appending 600 bytes to a file and
@@ -34,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Any, Callable, Dict, List
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -57,7 +60,18 @@ EVENTS_PER_TASK = 10
 PAGE = 10
 
 
-def open_store(kind: str, directory: str, redis_url: str) -> TaskStore:
+def open_store(kind: str, directory: str, redis_url: str, topologies: List[object],
+               query: str = "") -> TaskStore:
+    if kind in ("redis-cluster", "redis-sentinel"):
+        # A topology of this run's own (tests/support/redis_topologies.py), stopped at the end.
+        from a2a_flask.stores import open_store as open_url
+        from tests.support import redis_topologies
+
+        started = (redis_topologies.RedisClusterTopology() if kind == "redis-cluster"
+                   else redis_topologies.RedisSentinelTopology())
+        topologies.append(started)
+        return open_url(f"{started.url}?prefix=a2a-bench-{os.getpid()}"
+                        + (f"&{query}" if query else ""))
     if kind == "memory":
         return MemoryStore()
     if kind == "shelve":
@@ -159,41 +173,54 @@ def main() -> int:
     parser.add_argument("--page", type=int, default=PAGE, help="tasks per ListTasks page")
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/15",
                         help="the Redis of the redis store (a key prefix of its own, dropped)")
+    parser.add_argument("--query", default="",
+                        help="options added to the redis-cluster and redis-sentinel URLs "
+                             "(wait_replicas=1 measures what WAIT costs)")
     options = parser.parse_args()
     EVENTS_PER_TASK, PAGE = options.events, options.page
     sizes = sorted(int(s) for s in options.sizes.split(","))
     kinds = options.stores.split(",")
     rng = random.Random(7)
     results: Dict[str, Dict[int, Dict[str, float]]] = {kind: {} for kind in kinds}
-    with tempfile.TemporaryDirectory(prefix="a2a-store-scale-") as directory:
-        for kind in kinds:
-            store = open_store(kind, directory, options.redis_url)
-            filled = 0
-            fill: Dict[str, List[float]] = {op: [] for op in OPERATIONS}
-            started = time.monotonic()
-            for size in sizes:
-                while filled < size:
-                    add_task(store, filled, fill)
-                    filled += 1
-                results[kind][size] = measure(store, size, options.probe, options.samples, rng)
-                results[kind][size]["flush"] = flush_baseline(directory, options.samples // 4)
-            if kind == "redis":
-                drop_redis_prefix(store)
-            store.close()
-            print(f"# {kind}: filled to {filled} tasks in {time.monotonic() - started:.1f} s",
-                  file=sys.stderr)
+    topologies: List[Any] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="a2a-store-scale-") as directory:
+            for kind in kinds:
+                store = open_store(kind, directory, options.redis_url, topologies,
+                                   options.query)
+                filled = 0
+                fill: Dict[str, List[float]] = {op: [] for op in OPERATIONS}
+                started = time.monotonic()
+                for size in sizes:
+                    while filled < size:
+                        add_task(store, filled, fill)
+                        filled += 1
+                    results[kind][size] = measure(store, size, options.probe, options.samples,
+                                                  rng)
+                    results[kind][size]["flush"] = flush_baseline(directory,
+                                                                  options.samples // 4)
+                if kind == "redis":
+                    drop_redis_prefix(store)
+                store.close()
+                while topologies:  # (its keys go with it)
+                    topologies.pop().close()
+                print(f"# {kind}: filled to {filled} tasks in "
+                      f"{time.monotonic() - started:.1f} s", file=sys.stderr)
+    finally:
+        for topology in topologies:
+            topology.close()
     width = 10
     print(f"median microseconds per call; tasks of {EVENTS_PER_TASK} events; "
           f"list = first page of {PAGE}; list-ctx: of one context; page-5: pages 1 to 5")
-    print(f"{'store':8} {'tasks':>7} " + " ".join(f"{op:>{width}}" for op in OPERATIONS)
+    print(f"{'store':14} {'tasks':>7} " + " ".join(f"{op:>{width}}" for op in OPERATIONS)
           + f" {'disk flush':>{width}}")
     for kind in kinds:
         for size in sizes:
             row = results[kind][size]
-            print(f"{kind:8} {size:>7} " + " ".join(
+            print(f"{kind:14} {size:>7} " + " ".join(
                 f"{row[op] * 1e6:>{width}.1f}" for op in OPERATIONS + ("flush",)))
         low, high = results[kind][sizes[0]], results[kind][sizes[-1]]
-        print(f"{kind:8} {'ratio':>7} " + " ".join(
+        print(f"{kind:14} {'ratio':>7} " + " ".join(
             f"{high[op] / low[op]:>{width}.2f}" for op in OPERATIONS)
             + f"   ({sizes[-1]} vs {sizes[0]})")
     print("disk flush: appending 600 bytes to a file and fdatasync-ing it, measured right "

@@ -57,6 +57,10 @@ import bench
 from bench import BenchServer, RunResult, Scenario, format_table, say
 
 STORES = ("memory", "shelve", "sqlite", "redis", "postgresql", "mariadb")
+#: Stores only run when named in --stores: each is a topology of Redis servers, started
+#: here (tests/support/redis_topologies.py) unless --redis-cluster-url or
+#: --redis-sentinel-url names one, and stopped at the end.
+TOPOLOGIES = ("redis-cluster", "redis-sentinel")
 SQL_STORES = ("postgresql", "mariadb")
 PLACEMENTS = ("pinned", "shared", "spread")
 PHASES = ("stores", "scale", "lengths", "peer")
@@ -93,6 +97,8 @@ class Options:
     sse_concurrency: int
     chunks: int
     redis_url: str
+    redis_cluster_url: str
+    redis_sentinel_url: str
     postgres_url: str
     mariadb_url: str
     scale_stores: List[str]
@@ -126,6 +132,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--chunks", type=int, default=100, help="chunks per stream")
     p.add_argument("--redis-url", default="redis://127.0.0.1:6379/15",
                    help="Redis database for the redis store (a unique key prefix is added)")
+    p.add_argument("--redis-cluster-url", default="",
+                   help="redis+cluster:// URL of the redis-cluster store (default: a cluster of "
+                        "3 masters and 3 replicas started here)")
+    p.add_argument("--redis-sentinel-url", default="",
+                   help="redis+sentinel:// URL of the redis-sentinel store, query options "
+                        "allowed (default: a master, 2 replicas and 3 sentinels started here)")
     p.add_argument("--postgres-url", default="postgresql://postgres@127.0.0.1:5432/postgres",
                    help="PostgreSQL database for the postgresql store (a schema per server)")
     p.add_argument("--mariadb-url", default="mysql://root@127.0.0.1:3306",
@@ -174,7 +186,8 @@ def parse_args(argv: Optional[List[str]] = None) -> Options:
     opts = Options(
         stores=_names(a.stores), phases=_names(a.phases), duration=a.duration, repeat=a.repeat,
         warmup=a.warmup, concurrency=a.concurrency, sse_concurrency=a.sse_concurrency,
-        chunks=a.chunks, redis_url=a.redis_url, postgres_url=a.postgres_url,
+        chunks=a.chunks, redis_url=a.redis_url, redis_cluster_url=a.redis_cluster_url,
+        redis_sentinel_url=a.redis_sentinel_url, postgres_url=a.postgres_url,
         mariadb_url=a.mariadb_url, scale_stores=list(dict.fromkeys(_names(a.scale_stores))),
         scale_control=a.scale_control, workers=_counts(p, a.workers),
         placements=_names(a.placements), phase_timeout=a.phase_timeout, grace=a.grace,
@@ -199,9 +212,10 @@ def _counts(p: argparse.ArgumentParser, text: str) -> List[int]:
 
 def check_options(p: argparse.ArgumentParser, opts: Options) -> None:
     """Reject unknown names and non-positive sizes."""
-    for kind, given, known in (("store", opts.stores, STORES), ("phase", opts.phases, PHASES),
+    for kind, given, known in (("store", opts.stores, STORES + TOPOLOGIES),
+                               ("phase", opts.phases, PHASES),
                                ("placement", opts.placements, PLACEMENTS),
-                               ("scale store", opts.scale_stores, STORES[1:])):
+                               ("scale store", opts.scale_stores, STORES[1:] + TOPOLOGIES)):
         unknown = set(given) - set(known)
         if unknown:
             p.error(f"unknown {kind}(s): {', '.join(sorted(unknown))} "
@@ -252,6 +266,29 @@ class StoreSites:
         self._sql_names: Dict[Tuple[str, str], str] = {}  # (store, tag) -> schema / database
         self._sql_admins: Dict[str, Any] = {}
         self.sql_errors: Dict[str, str] = {}
+        #: The URL of each Redis topology store (redis-cluster, redis-sentinel), and those
+        #: started here (stopped by close()).
+        self.topology_urls: Dict[str, str] = {}
+        self._topologies: Dict[str, Any] = {}
+
+    def topology(self, store: str, url: str) -> None:
+        """Use ``url`` for the topology ``store``, or start one here when it is empty."""
+        if not url:
+            sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+            from tests.support import redis_topologies
+
+            started = (redis_topologies.RedisClusterTopology() if store == "redis-cluster"
+                       else redis_topologies.RedisSentinelTopology())
+            self._topologies[store] = started
+            url = started.url
+            say(f"started {store} at {url}")
+        self.topology_urls[store] = url
+
+    def topology_pids(self, store: str) -> List[int]:
+        """The pids of a topology started here (their CPU is measured)."""
+        started = self._topologies.get(store)
+        return [node.proc.pid for node in started.nodes
+                if node.proc is not None] if started is not None else []
 
     def url(self, store: str, tag: str) -> str:
         """The URL of a fresh ``store`` named ``tag`` (each server gets its own)."""
@@ -262,6 +299,9 @@ class StoreSites:
             return f"{store}://{os.path.join(self.dir, tag)}{suffix}"
         if store in SQL_STORES:
             return self.sql_url(store, tag)
+        if store in TOPOLOGIES:
+            url = self.topology_urls[store]
+            return f"{url}{'&' if '?' in url else '?'}prefix={self.prefix}-{tag}"
         return f"{self.redis_url}?prefix={self.prefix}-{tag}"
 
     def sql_admin(self, store: str) -> Any:
@@ -350,6 +390,8 @@ class StoreSites:
     def close(self) -> None:
         """Delete the prefix's Redis keys, the SQL schemas and the temporary directory."""
         self.drop_sql()
+        for started in self._topologies.values():  # their keys go with them
+            started.close()
         if self._redis is not None:
             try:
                 self.redis_keys_deleted = delete_keys(self._redis, self.prefix + "-*")
@@ -400,6 +442,8 @@ def start_server(sites: StoreSites, store: str, tag: str, cpus: str, workers: in
             raise
     if store == "redis":
         server.helper_pids = sites.redis_pids()
+    elif store in TOPOLOGIES:
+        server.helper_pids = sites.topology_pids(store)
     return server
 
 
@@ -780,7 +824,7 @@ def stores_cpu_table(results: List[StoreResult]) -> str:
                 continue
             rows.append((f"{r.store} {label}", f"{f.server_cpu:.0%}", workers_sched(f, "blocked"),
                          f"{f.server_us_per_unit:,.1f}",
-                         f"{f.helper_cpu:.0%}" if r.store == "redis" else "-",
+                         f"{f.helper_cpu:.0%}" if r.store.startswith("redis") else "-",
                          f"{f.client_cpu:.0%}", f"{f.other_cpu:.0%}", f"{f.steal:.0%}",
                          f"{f.p50_ms:,.1f}", f"{f.p99_ms:,.1f}", f"{f.purge_s:.2f}",
                          str(f.restarts)))
@@ -943,7 +987,7 @@ def scale_cpu_table(results: List[ScaleResult]) -> str:
             rows.append((f"{scale_label(r)} {SCENARIOS[r.scenario][0]} -w {n}",
                          workers_sched(f, "cpu"), workers_sched(f, "waiting"),
                          workers_sched(f, "blocked"), f"{f.server_us_per_unit:,.1f}",
-                         f"{f.helper_cpu:.0%}" if r.store == "redis" else "-",
+                         f"{f.helper_cpu:.0%}" if r.store.startswith("redis") else "-",
                          f"{f.client_cpu:.0%}", f"{gen.get('waiting', 0.0):.0%}",
                          f"{f.client_us_per_unit:,.1f}", f"{f.other_cpu:.0%}", f"{f.steal:.0%}",
                          f"{idle:.0%}", f"{f.p50_ms:,.1f}", str(f.errors), str(f.cut)))
@@ -1136,6 +1180,10 @@ def run(opts: Options, report: Report) -> None:
     sites = StoreSites(opts.redis_url, opts.postgres_url, opts.mariadb_url)
     started = time.monotonic()
     try:
+        for store, url in (("redis-cluster", opts.redis_cluster_url),
+                           ("redis-sentinel", opts.redis_sentinel_url)):
+            if store in opts.stores + opts.scale_stores:
+                sites.topology(store, url)
         needs_redis = "redis" in opts.stores + opts.scale_stores
         report.env = dict(bench.environment(None, cfg, sorted(os.sched_getaffinity(0))),
                           redis=sites.redis_info() if needs_redis else {},

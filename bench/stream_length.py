@@ -11,7 +11,7 @@ without the HTTP side (whose cost per event does not depend on the store).
 Each length runs streams until about ``--events`` events were followed; the
 figure is the process's CPU time per followed event, median of ``--repeat``
 runs (lengths alternate, so drift hits both alike).  The ratio long/short is
-what issue 14 asks to keep within 1.2x: an event must cost the same however
+what must stay within 1.2x: an event must cost the same however
 long its task already is.
 
 ``--paced`` makes the executor yield after every chunk (``gevent.sleep(0)``), as

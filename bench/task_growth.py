@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Bytes written to disk by messages to one open task (issue 35, finding 5).
+"""Bytes written to disk by messages to one open task.
 
 One task waits for input (its executor asks again after every message); the
 script sends it ``--count`` messages of ``--size`` bytes of text each through

@@ -83,9 +83,11 @@ def create_app() -> Flask:
         "worker_prefetch_multiplier": 1,
         "task_ignore_result": True,  # the task store is the result
         "task_default_queue": os.environ.get("CELERY_QUEUE", "celery"),
-        # Redis as broker: a message unacknowledged this long is delivered again, so it
-        # must exceed the longest run (slow:N stops at an hour).
-        "broker_transport_options": {"visibility_timeout": 7200},
+        # Redis as broker: a message unacknowledged this long is delivered again. A run
+        # holds its task's lease, so a second delivery of a running task does nothing:
+        # this only bounds how long a message prefetched by a killed worker waits (a
+        # started run's task is taken care of when its lease expires, A2A_LEASE_TTL).
+        "broker_transport_options": {"visibility_timeout": 300},
     }
     celery_init_app(app)  # first: the agent finds it in app.extensions["celery"]
     a2a.init_app(app)

@@ -10,14 +10,14 @@ that suite on it)::
     import examples.dict_store        # registers dict://
     app.config["A2A_STORE"] = "dict://"
 
-Like the memory store it lives in one process: one gunicorn worker, or tests.
+Like the memory store it lives in one process (it says so: ``process_local``), so
+it is for one gunicorn worker, or tests; ``A2A_RUNNER=celery`` refuses it.
 """
 from __future__ import annotations
 
 import threading
 from typing import Any, Callable, Dict, List, Optional, TypeVar
 
-from a2a_flask.concurrency import Notifier
 from a2a_flask.protocol.events import Event, LogEntry
 from a2a_flask.stores import TaskStore, register_store
 from a2a_flask.stores.base import SequenceConflict, TaskPage, TaskQuery, TaskRecord, select_page
@@ -31,10 +31,11 @@ class DictStore(DictCoordination, TaskStore):
     claims and leases as :class:`~a2a_flask.stores.coordination.DictCoordination`
     keeps them (the memory and shelve stores use it too)."""
 
+    #: The tasks live in this process's dicts: no other process sees them.
+    process_local = True
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        #: Wakes this process's waiters on a task (gevent-friendly, no lost wake-ups).
-        self._notifier = Notifier()
         self._records: Dict[str, TaskRecord] = {}
         #: Each task's events in order: the event of sequence number ``n`` is at ``n - 1``.
         self._logs: Dict[str, List[Event]] = {}
@@ -48,7 +49,7 @@ class DictStore(DictCoordination, TaskStore):
                 raise SequenceConflict(record.task_id)
             self._records[record.task_id] = record
             self._logs[record.task_id] = [first_event]
-        self._notifier.notify(record.task_id)
+        self.notifier.notify(record.task_id)
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         return self._records.get(task_id)
@@ -61,7 +62,7 @@ class DictStore(DictCoordination, TaskStore):
                 raise SequenceConflict(task_id)  # someone else appended first
             self._logs[task_id].extend(events)
             self._records[task_id] = record  # replaced, never changed: readers may hold the old
-        self._notifier.notify(task_id)
+        self.notifier.notify(task_id)
         return record.seq
 
     def read(self, task_id: str, after_seq: int) -> List[LogEntry]:
@@ -70,8 +71,9 @@ class DictStore(DictCoordination, TaskStore):
         return [LogEntry(seq, event) for seq, event in enumerate(events, start + 1)]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
-        # The ticket is taken before looking, so an append in between still wakes us.
-        with self._notifier.ticket(task_id) as ticket:
+        # The ticket is taken before looking, so an append in between still wakes us
+        # (and so does wake(): the base class's, through the same notifier).
+        with self.notifier.ticket(task_id) as ticket:
             record = self._records.get(task_id)
             if record is None or record.seq > after_seq or record.state.terminal:
                 return
@@ -90,6 +92,8 @@ class DictStore(DictCoordination, TaskStore):
             for task_id in gone:
                 del self._records[task_id], self._logs[task_id]
                 self._forget_coordination(task_id)  # its webhooks and lease go too
+            for key in self._expired_claims():  # and claims that ran out (idempotency keys)
+                del self._claims[key]
         return len(gone)
 
     # ------------------------------------------------------------ coordination

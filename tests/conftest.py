@@ -1,10 +1,9 @@
 """Shared fixtures: an app factory, the test client, stores, and real servers."""
 from __future__ import annotations
 
-import functools
-import inspect
 import json
 import os
+import sys
 import uuid
 from pathlib import Path
 from typing import Any, Callable, NoReturn, Optional
@@ -13,13 +12,22 @@ import pytest
 from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities, AgentCard, AgentSkill
-from a2a_flask.web.extension import AgentState
+from a2a_flask.web.agent_state import AgentState
 
 from tests.support.astguard import install as install_ast_guard
 from tests.support.helpers import SPEC, Server
+from tests.support.spawnguard import ProcessGuard, ProcessStarted
 
 # Before anything parses: see tests/support/astguard.py (an interpreter race that ended whole sessions).
 install_ast_guard()
+
+# Python caches compiled modules unless told not to, and some machines tell it not to
+# (PYTHONDONTWRITEBYTECODE, as bench/cold_start.py notes).  The suite starts hundreds of
+# interpreters (gunicorn and Celery workers, CLI runs, probes), which would each compile
+# the package again, and each xdist worker would rewrite every test module's asserts
+# again on every run: here they compile once, as a user's Python does.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 #: Files the suite reads besides its own modules: all inside the repository.
 REQUIRED_DATA = [SPEC / v / "a2a.schema.json" for v in ("v0.1", "v0.2", "v0.3", "v1.0")]
@@ -38,6 +46,13 @@ def require(reason: str) -> NoReturn:
     if REQUIRE_SERVICES:
         pytest.fail(f"{reason} (A2A_REQUIRE_SERVICES=1: it must be there)", pytrace=False)
     pytest.skip(reason)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Servers shared by the whole session stop with it (tests/support/client_support.py)."""
+    support = sys.modules.get("tests.support.client_support")
+    if support is not None:  # started only if a test asked for one
+        support.stop_shared()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -65,16 +80,26 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Any:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register the suite's markers; stop at once, saying what is missing, if the copied
-    schemas or seeds are not there (rather than failing hundreds of tests one by one)."""
+    schemas or seeds are not there (rather than failing hundreds of tests one by one).
+    Under xdist, the longest files go first (tests/support/schedule.py)."""
+    from tests.support import schedule
+
+    config.pluginmanager.register(schedule, "a2a-schedule")
     config.addinivalue_line(
         "markers", "no_memory_store(reason): the store_url parametrization leaves the memory "
         "store out (it is one process's own), rather than a test per store that skips")
     config.addinivalue_line(
         "markers", "server: starts processes (gunicorn, Celery, flask, a database or a "
-        "browser of its own); set on collection by what the test and its fixtures call")
+        "browser of its own): every test under tests/server, and elsewhere those its module "
+        "declares; a test without it that starts a process fails")
     config.addinivalue_line(
-        "markers", "slow: talks to the shared databases, or takes seconds by design "
+        "markers", "slow: talks to the shared databases, or takes seconds by design: every "
+        "test of the store_url fixture, and those its module declares "
         "(-m 'not server and not slow' is the quick run)")
+    config.addinivalue_line(
+        "markers", "declare(server=(...), slow=(...)): in a module's pytestmark, which of its "
+        "tests are server or slow: each entry a test's name (all its parameters), a name "
+        "with its parameter id, Class.name, or a fixture (every test that uses it)")
     problems = []
     for path in REQUIRED_DATA:
         try:
@@ -91,43 +116,87 @@ def pytest_configure(config: pytest.Config) -> None:
 
 #: Every test in this folder starts a process: the folder marks them ``server``.
 SERVER_TESTS = Path(__file__).resolve().parent / "server"
-#: What a test or one of its fixtures calls when it starts a process (tests/support/helpers.py's
-#: Server, test_celery's Worker, tests/support/dbservers.py, subprocesses, the browser).
-STARTS_PROCESSES = ("Server(", "Worker(", "dbservers.", "subprocess", "Popen(", "multiprocessing",
-                    "browser", "gunicorn", "werkzeug", "make_server", "os.kill", "chromium")
-#: ... and when it uses the shared PostgreSQL, MariaDB or Redis.
-USES_SERVICES = ("redis", "postgres", "mariadb", "mysql", "SQL_STORES", "sql_store")
+#: A test that uses this fixture runs on every store backend, the shared databases
+#: among them: ``slow``.
+SLOW_FIXTURE = "store_url"
 
 
-@functools.lru_cache(maxsize=None)
-def _source(function: Any) -> str:
-    """A test's or fixture's source, read once however many items use it."""
-    try:
-        return inspect.getsource(function)
-    except (OSError, TypeError):
-        return ""
+def _declared(item: pytest.Item, marker: str) -> bool:
+    """Whether the ``declare`` marker of the item's module names it under ``marker``."""
+    names = {item.name, getattr(item, "originalname", item.name)}
+    if getattr(item, "cls", None) is not None:
+        names |= {f"{item.cls.__name__}.{name}" for name in list(names)}
+    return any(names & set(entry.kwargs.get(marker, ())) or
+               set(item.fixturenames) & set(entry.kwargs.get(marker, ()))
+               for entry in item.iter_markers("declare"))
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """Mark ``server`` each test in ``tests/server/`` and, elsewhere, each that starts a
-    process, by what its function and its fixtures (and theirs) call; ``slow`` each that
-    uses a shared database (a module whose tests all are may declare ``SLOW = True``).
-    A new test is marked as it is written."""
-    def text_of(item: pytest.Item) -> str:
-        parts = [_source(getattr(item, "function", None))]
-        info = getattr(item, "_fixtureinfo", None)
-        for name in (info.names_closure if info else []):
-            parts.extend(_source(definition.func)
-                         for definition in info.name2fixturedefs.get(name, ()))
-        return "\n".join(parts) + " " + item.name
-
+    """Mark ``server`` every test in ``tests/server/`` and those a module's ``declare``
+    names; ``slow`` every test of the store_url fixture and those ``declare`` names
+    (a module all of whose tests are one says ``pytestmark = pytest.mark.server`` or
+    ``slow``).  Declared, never guessed from source text: a docstring changes nothing,
+    and a test that starts a process without the mark fails (see :func:`_guarded`)."""
     for item in items:
-        text = text_of(item)
-        if item.path.resolve().parent == SERVER_TESTS or any(word in text for word in STARTS_PROCESSES):
+        if item.path.resolve().parent == SERVER_TESTS or _declared(item, "server"):
             item.add_marker(pytest.mark.server)
-        if getattr(item.module, "SLOW", False) or any(word in text.lower()
-                                                      for word in USES_SERVICES):
+        if SLOW_FIXTURE in item.fixturenames or _declared(item, "slow"):
             item.add_marker(pytest.mark.slow)
+
+
+def stale_declarations(items: list, known_fixtures: Any) -> list:
+    """The entries of the ``declare`` markers of the modules of ``items`` that name
+    neither a test of the module nor a fixture (a test renamed since), as
+    ``module: entry``; whatever part of a module was selected."""
+    stale = []
+    for module in {item.module for item in items if getattr(item, "module", None)}:
+        for mark in getattr(module, "pytestmark", []) if isinstance(
+                getattr(module, "pytestmark", []), list) else [module.pytestmark]:
+            if mark.name != "declare":
+                continue
+            for entry in (e for values in mark.kwargs.values() for e in values):
+                base = entry.split("[", 1)[0]
+                owner, _, name = base.rpartition(".")
+                found = (getattr(getattr(module, owner, None), name, None) if owner
+                         else getattr(module, name, None))
+                if found is None and entry not in known_fixtures:
+                    stale.append(f"{module.__name__}: {entry}")
+    return sorted(stale)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    fixtures = getattr(session._fixturemanager, "_arg2fixturedefs", None)
+    stale = stale_declarations(session.items, fixtures) if fixtures is not None else []
+    if stale:
+        raise pytest.UsageError("pytest.mark.declare names no test or fixture: " + ", ".join(stale))
+
+
+def _guarded(item: pytest.Item) -> Any:
+    """Run one phase of a test not marked ``server`` under a ProcessGuard; fail it if
+    it tried to start a process (even if its code caught the refusal)."""
+    if item.get_closest_marker("server") is not None:
+        return (yield)
+    guard = ProcessGuard(item.nodeid)
+    with guard:
+        result = yield
+    if guard.attempts:
+        raise ProcessStarted(guard.message())
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    """A test not marked ``server`` starts no process (so the quick run,
+    ``-m 'not server and not slow'``, starts none): see tests/support/spawnguard.py."""
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    # Not teardown: it also ends the module and session fixtures of the tests before,
+    # which may stop a server those (marked) tests started.
+    return (yield from _guarded(item))
 
 
 def make_card(**overrides: Any) -> AgentCard:

@@ -5,8 +5,8 @@
     from a2a_flask.client import A2AClient
 
     with A2AClient.connect("http://127.0.0.1:8000") as agent:
-        task = agent.send("hello")                  # waits for the answer
-        for event in agent.stream("tell me a story"):
+        task = agent.send_message("hello")          # waits for the answer
+        for event in agent.send_streaming_message("tell me a story"):
             print(event)                            # Task, status and artifact updates
 
 The client reads 1.0, 0.3 and 0.1 agent cards, speaks A2A 1.0 (JSON-RPC or
@@ -19,37 +19,8 @@ and every one an :class:`A2AException`.
 from typing import Any as _Any
 
 from ..deprecation import Moved as _Moved
-from ..protocol.errors import (
-    A2AConnectionError,
-    A2AError,
-    A2AException,
-    A2AHTTPError,
-    A2AResponseError,
-    A2ATimeoutError,
-    A2ATransportError,
-    CardVerificationError,
-    ContentTypeNotSupportedError,
-    ExtendedAgentCardNotConfiguredError,
-    ExtensionSupportRequiredError,
-    InternalError,
-    InvalidAgentResponseError,
-    InvalidParamsError,
-    InvalidRequestError,
-    InvalidTaskStateError,
-    JSONParseError,
-    MethodNotFoundError,
-    NoAgentError,
-    PermissionDeniedError,
-    PushNotificationNotSupportedError,
-    ResourceExhaustedError,
-    ResourceUnavailableError,
-    StreamingNotSupportedError,
-    TaskNotCancelableError,
-    TaskNotFoundError,
-    UnauthenticatedError,
-    UnsupportedOperationError,
-    VersionNotSupportedError,
-)
+from ..protocol import errors as _errors
+from ..protocol.errors import *  # noqa: F401,F403  (the whole tree: a client's one import)
 from .card import fetch_card, read_card
 from .client import A2AClient, parse_state
 from .errors import RENAMED as _RENAMED
@@ -60,7 +31,7 @@ _MOVED = _Moved(__name__, _RENAMED)
 
 
 def __getattr__(name: str) -> _Any:
-    """The error names of 0.2 that duplicated the tree's, with a :class:`DeprecationWarning`."""
+    """The error names of 0.1.0 that the tree replaced, with a :class:`DeprecationWarning`."""
     return _MOVED.get(name)
 
 
@@ -75,34 +46,6 @@ __all__ = [
     "file_part",
     "data_part",
     "artifact_text",
-    # the error tree (a2a_flask.errors), for a client's one import
-    "A2AException",
-    "A2AError",
-    "A2ATransportError",
-    "A2AConnectionError",
-    "A2ATimeoutError",
-    "A2AHTTPError",
-    "A2AResponseError",
-    "NoAgentError",
-    "CardVerificationError",
-    "JSONParseError",
-    "InvalidRequestError",
-    "MethodNotFoundError",
-    "InvalidParamsError",
-    "InternalError",
-    "TaskNotFoundError",
-    "TaskNotCancelableError",
-    "PushNotificationNotSupportedError",
-    "UnsupportedOperationError",
-    "ContentTypeNotSupportedError",
-    "InvalidAgentResponseError",
-    "ExtendedAgentCardNotConfiguredError",
-    "ExtensionSupportRequiredError",
-    "VersionNotSupportedError",
-    "UnauthenticatedError",
-    "PermissionDeniedError",
-    "ResourceExhaustedError",
-    "StreamingNotSupportedError",
-    "InvalidTaskStateError",
-    "ResourceUnavailableError",
 ]
+# The error tree (a2a_flask.errors), every one, for a client's one import.
+__all__ += _errors.__all__

@@ -97,6 +97,10 @@ def _common() -> argparse.ArgumentParser:
     group.add_argument("--no-card", action="store_true",
                        help="URL is the endpoint itself (no agent card): its binding and "
                             "version come from --prefer (default jsonrpc@1.0)")
+    group.add_argument("--retries", type=int, default=3, metavar="N",
+                       help="try a send N more times when no answer came (a broken "
+                            "connection, a timeout, HTTP 502/503/504), with its one "
+                            "Idempotency-Key: the agent runs it once (default 3; 0: never)")
     group.add_argument("--extension", action="append", default=[], metavar="URI",
                        help="activate an extension (A2A-Extensions header; repeatable)")
     group.add_argument("--json", action="store_true",
@@ -133,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--task", default="", metavar="TASK_ID",
                       help="answer this task (one waiting for input)")
     send.add_argument("--stream", action="store_true", help="show the answer as it arrives")
+    send.add_argument("--idempotency-key", default=None, metavar="KEY",
+                      help="name this send (default: a fresh UUID): sent again with the same "
+                           "key and message, the agent answers the first send's task")
     send.add_argument("--no-wait", action="store_true",
                       help="return at once with the task (do not wait for the answer)")
 
@@ -295,7 +302,8 @@ class Command:
         args = self.args
         options: Dict[str, Any] = dict(headers=dict(args.header), token=args.token,
                                        tenant=args.tenant, timeout=args.timeout,
-                                       extensions=args.extension)
+                                       extensions=args.extension,
+                                       retries=max(args.retries, 0))
         if args.no_card:
             wanted = (args.prefer or ["jsonrpc@1.0"])[0]
             binding, version = "JSONRPC", "1.0"
@@ -338,7 +346,7 @@ class Command:
     # each command ------------------------------------------------
 
     def card(self, client: A2AClient) -> int:
-        card = client.extended_card() if self.args.extended else client.card
+        card = client.get_extended_card() if self.args.extended else client.card
         if card is None:
             raise A2AException("No card: --no-card was given")
         if self.args.json:
@@ -375,12 +383,13 @@ class Command:
     def send(self, client: A2AClient) -> int:
         args = self.args
         content: Dict[str, Any] = dict(file=args.file, context_id=args.context or None,
-                                       task_id=args.task or None)
+                                       task_id=args.task or None,
+                                       idempotency_key=args.idempotency_key)
         if args.data is not None:
             content["data"] = args.data
         if args.stream:
-            return self.follow(client.stream(args.text, **content))
-        reply = client.send(args.text, return_immediately=args.no_wait, **content)
+            return self.follow(client.send_streaming_message(args.text, **content))
+        reply = client.send_message(args.text, return_immediately=args.no_wait, **content)
         if args.json:
             dump(event_json(reply), self.out)
         else:
@@ -424,7 +433,7 @@ class Command:
         return EXIT_OK
 
     def cancel(self, client: A2AClient) -> int:
-        task = client.cancel(self.args.task_id)
+        task = client.cancel_task(self.args.task_id)
         if self.args.json:
             dump(codec.encode(task), self.out)
         else:
@@ -432,7 +441,7 @@ class Command:
         return EXIT_OK
 
     def subscribe(self, client: A2AClient) -> int:
-        return self.follow(client.subscribe(self.args.task_id))
+        return self.follow(client.subscribe_to_task(self.args.task_id))
 
     def push(self, client: A2AClient) -> int:
         args = self.args
@@ -442,17 +451,18 @@ class Command:
             if args.auth:
                 scheme, _, credentials = args.auth.strip().partition(" ")
                 auth = (scheme, credentials.strip())
-            configs = [client.set_push(args.task_id, args.webhook, token=args.push_token,
-                                       config_id=args.config_id, authentication=auth)]
+            configs = [client.create_push_config(args.task_id, args.webhook,
+                                                 token=args.push_token,
+                                                 config_id=args.config_id, authentication=auth)]
         elif action == "get":
-            configs = [client.get_push(args.task_id, args.config_id)]
+            configs = [client.get_push_config(args.task_id, args.config_id)]
         elif action == "list":
-            configs = client.list_push(args.task_id)
+            configs = client.list_push_configs(args.task_id)
             if args.json:
                 dump({"configs": codec.encode(configs)}, self.out)
                 return EXIT_OK
         else:
-            client.delete_push(args.task_id, args.config_id)
+            client.delete_push_config(args.task_id, args.config_id)
             if args.json:
                 dump({}, self.out)
             else:

@@ -10,7 +10,7 @@ otherwise from the HTTP status (401, 403, 429).  An error of no known kind is
 an :class:`~a2a_flask.errors.A2AError` itself; an HTTP failure without an A2A
 body is an :class:`~a2a_flask.errors.A2AHTTPError`.
 
-The client's names of 0.2 that duplicated the tree's are deprecated aliases:
+The client's names of 0.1.0 that the tree replaced are deprecated aliases:
 ``A2AClientError`` (now :class:`~a2a_flask.errors.A2AException`),
 ``A2AProtocolError`` (:class:`~a2a_flask.errors.A2AError`),
 ``AuthenticationRequiredError`` (:class:`~a2a_flask.errors.UnauthenticatedError`),
@@ -32,6 +32,7 @@ from ..protocol.errors import (
     A2AResponseError,
     ExtendedAgentCardNotConfiguredError,
     FieldViolation,
+    IdempotencyKeyReusedError,
     InternalError,
     InvalidParamsError,
     InvalidTaskStateError,
@@ -41,7 +42,9 @@ from ..protocol.errors import (
     ResourceExhaustedError,
     ResourceUnavailableError,
     StreamingNotSupportedError,
+    TaskGenerationMismatchError,
     UnauthenticatedError,
+    WorkerStoppingError,
 )
 
 ErrorClass = Type[A2AError]
@@ -55,6 +58,8 @@ _SPEC_CODES: Dict[int, ErrorClass] = {cls.code: cls for cls in SPEC_ERRORS}
 CODES: Dict[str, Dict[int, ErrorClass]] = {
     "1.0": _SPEC_CODES,
     "0.3": _SPEC_CODES,
+    # The 1.1 draft adds -32010 (which 0.1 used for rate limits).
+    "1.1": {**_SPEC_CODES, TaskGenerationMismatchError.code: TaskGenerationMismatchError},
     "0.1": {**{code: cls for code, cls in _SPEC_CODES.items() if not -32011 <= code <= -32006},
             -32006: StreamingNotSupportedError, -32007: UnauthenticatedError,
             -32008: PermissionDeniedError, -32009: InvalidTaskStateError,
@@ -64,15 +69,17 @@ CODES: Dict[str, Dict[int, ErrorClass]] = {
 #: ErrorInfo reason -> class (reasons are the same in every version).
 REASONS: Dict[str, ErrorClass] = {
     **{cls.reason: cls for cls in SPEC_ERRORS},
+    TaskGenerationMismatchError.reason: TaskGenerationMismatchError,
     # Not A2A reasons: the google.rpc names agents (a2a_flask among them) use at the
     # HTTP layer, and a2a_flask's own.
     **{cls.reason: cls for cls in (UnauthenticatedError, PermissionDeniedError,
                                    ResourceExhaustedError, PayloadTooLargeError,
-                                   RequestTimeoutError)},
+                                   RequestTimeoutError, WorkerStoppingError)},
     "AUTHENTICATED_EXTENDED_CARD_NOT_CONFIGURED": ExtendedAgentCardNotConfiguredError,  # 0.3's
     # The engine acts on TaskTooLargeError and StoreUnavailable as its own conditions;
     # a remote agent's arrive as their general kind (see those classes).
     "TASK_TOO_LARGE": InvalidParamsError,
+    "IDEMPOTENCY_KEY_REUSED": IdempotencyKeyReusedError,
     "STORE_UNAVAILABLE": InternalError,
 }
 
@@ -169,10 +176,14 @@ def from_http(response: Any, body: Any = None) -> A2AException:
 
 
 def _generation(version: str) -> str:
-    return "0.1" if version.startswith("0.1") else "1.0" if version.startswith("1.") else "0.3"
+    if version.startswith("0.1"):
+        return "0.1"
+    if version.startswith("1."):
+        return "1.1" if version.startswith("1.1") else "1.0"
+    return "0.3"
 
 
-#: The client's names of 0.2 that duplicated the tree's: what each stands for, and its name now.
+#: The client's names of 0.1.0 that the tree replaced: what each stands for, and its name now.
 RENAMED: Dict[str, Tuple[Type[A2AException], str]] = {
     "A2AClientError": (A2AException, "a2a_flask.errors.A2AException"),
     "A2AProtocolError": (A2AError, "a2a_flask.errors.A2AError"),

@@ -1,6 +1,7 @@
 """The JSON-RPC 2.0 envelope, and the A2A 1.0 methods over it.
 
 :class:`JsonRpcTransport` posts ``{"jsonrpc": "2.0", "id", "method", "params"}``
+(1.0: the operation table's method name, and the request model as ``params``)
 with a fresh string id and reads either a ``result`` or an ``error`` (mapped
 to the typed errors of the call's protocol version).  Streams are the same
 envelope, one per SSE ``data:``; a reply that is not ``text/event-stream`` is
@@ -9,23 +10,23 @@ read as one JSON-RPC (error) response.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import requests
 
 from ..protocol import codec
-from ..protocol import models as m
 from ..protocol.errors import A2AResponseError
+from ..protocol.operations import Operation
 from .errors import from_http, from_jsonrpc
 from .stream import StreamItem, iter_json_events
-from .transport import Transport
-from .wire import decode_model, event_from_v1, is_final
+from .v1 import V1Transport
+from .wire import event_from_v1, is_final, with_draft_members
 
 #: Turns one stream ``result`` into an item (the id is filled in by the caller).
 ResultReader = Callable[[Any, requests.Response], StreamItem]
 
 
-class JsonRpcTransport(Transport):
+class JsonRpcTransport(V1Transport):
     """A2A 1.0 over JSON-RPC; the envelope handling is shared with the 0.x dialects."""
 
     binding = "JSONRPC"
@@ -94,66 +95,29 @@ class JsonRpcTransport(Transport):
         finally:
             response.close()
 
-    # ------------------------------------------------------------ 1.0 methods
+    # ------------------------------------------------------------ 1.0 operations
 
-    def params(self, **values: Any) -> Dict[str, Any]:
-        """Method params with the interface's tenant (1.0 puts it in ``params.tenant``)."""
-        out = {k: v for k, v in values.items() if v is not None}
-        if self.tenant:
-            out["tenant"] = self.tenant
-        return out
+    def params_of(self, request: Any) -> Dict[str, Any]:
+        """A request model as 1.0 ``params``, with the interface's tenant unless it names one."""
+        params: Dict[str, Any] = codec.encode(request)
+        if self.draft:
+            with_draft_members(params, request)
+        if self.tenant and not params.get("tenant"):
+            params["tenant"] = self.tenant
+        return params
 
     @staticmethod
     def _read_v1(result: Any, response: requests.Response) -> StreamItem:
         event = event_from_v1(result, response)
         return StreamItem(event, final=is_final(event))
 
-    def send(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
-        request.tenant = request.tenant or self.tenant
-        return event_from_v1(self.call("SendMessage", codec.encode(request)))  # type: ignore
+    def invoke(self, operation: Operation[Any], request: Any) -> Any:
+        return self.call(operation.name, self.params_of(request))
 
-    def open_stream(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
-        request.tenant = request.tenant or self.tenant
-        return self.call_stream("SendStreamingMessage", codec.encode(request), self._read_v1)
-
-    def open_subscribe(self, task_id: str, last_event_id: Optional[str] = None
-                       ) -> Iterator[StreamItem]:
-        return self.call_stream("SubscribeToTask", self.params(id=task_id), self._read_v1,
+    def invoke_stream(self, operation: Operation[Any], request: Any,
+                      last_event_id: Optional[str] = None) -> Iterator[StreamItem]:
+        return self.call_stream(operation.name, self.params_of(request), self._read_v1,
                                 last_event_id)
-
-    def get_task(self, task_id: str, history_length: Optional[int] = None) -> m.Task:
-        result = self.call("GetTask", self.params(id=task_id, historyLength=history_length))
-        return decode_model(m.Task, result, "task")
-
-    def list_tasks(self, request: m.ListTasksRequest) -> m.ListTasksResponse:
-        request.tenant = request.tenant or self.tenant
-        result = self.call("ListTasks", codec.encode(request))
-        return decode_model(m.ListTasksResponse, result, "task list")
-
-    def cancel(self, task_id: str, metadata: Optional[Dict[str, Any]] = None) -> m.Task:
-        result = self.call("CancelTask", self.params(id=task_id, metadata=metadata))
-        return decode_model(m.Task, result, "task")
-
-    def set_push(self, config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
-        config.tenant = config.tenant or self.tenant
-        result = self.call("CreateTaskPushNotificationConfig", codec.encode(config))
-        return decode_model(m.TaskPushNotificationConfig, result, "push config")
-
-    def get_push(self, task_id: str, config_id: str = "") -> m.TaskPushNotificationConfig:
-        result = self.call("GetTaskPushNotificationConfig",
-                           self.params(taskId=task_id, id=config_id or task_id))
-        return decode_model(m.TaskPushNotificationConfig, result, "push config")
-
-    def list_push(self, task_id: str) -> List[m.TaskPushNotificationConfig]:
-        result = self.call("ListTaskPushNotificationConfigs", self.params(taskId=task_id))
-        return decode_model(m.ListTaskPushNotificationConfigsResponse, result or {},
-                            "push config list").configs
-
-    def delete_push(self, task_id: str, config_id: str) -> None:
-        self.call("DeleteTaskPushNotificationConfig", self.params(taskId=task_id, id=config_id))
-
-    def extended_card(self) -> Any:
-        return self.call("GetExtendedAgentCard", self.params())
 
 
 def _looks_json(response: requests.Response) -> bool:

@@ -53,48 +53,54 @@ class V03Transport(JsonRpcTransport):
         return _drop_none({"message": message_out_v03(request.message),
                            "configuration": configuration, "metadata": request.metadata})
 
-    def send(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
+    def send_message(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
         event, _ = event_from_v03(self.call("message/send", self._send_params(request)))
         return event  # type: ignore[return-value]
 
-    def open_stream(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
+    def send_streaming_message(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
         return self.call_stream("message/stream", self._send_params(request), self._read)
 
-    def open_subscribe(self, task_id: str, last_event_id: Optional[str] = None
-                       ) -> Iterator[StreamItem]:
-        return self.call_stream("tasks/resubscribe", {"id": task_id}, self._read, last_event_id)
+    def subscribe_to_task(self, request: m.SubscribeToTaskRequest,
+                          last_event_id: Optional[str] = None) -> Iterator[StreamItem]:
+        return self.call_stream("tasks/resubscribe", {"id": request.id}, self._read,
+                                last_event_id)
 
     def list_tasks(self, request: m.ListTasksRequest) -> m.ListTasksResponse:
         raise self.unsupported("ListTasks")
 
-    def get_task(self, task_id: str, history_length: Optional[int] = None) -> m.Task:
-        result = self.call("tasks/get", _drop_none({"id": task_id, "historyLength": history_length}))
+    def get_task(self, request: m.GetTaskRequest) -> m.Task:
+        result = self.call("tasks/get", _drop_none({"id": request.id,
+                                                    "historyLength": request.history_length}))
         return decode_model(m.Task, task_in(result), "task")
 
-    def cancel(self, task_id: str, metadata: Optional[Dict[str, Any]] = None) -> m.Task:
-        result = self.call("tasks/cancel", _drop_none({"id": task_id, "metadata": metadata}))
+    def cancel_task(self, request: m.CancelTaskRequest) -> m.Task:
+        result = self.call("tasks/cancel", _drop_none({"id": request.id,
+                                                       "metadata": request.metadata}))
         return decode_model(m.Task, task_in(result), "task")
 
-    def set_push(self, config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
+    def create_push_config(self, config: m.TaskPushNotificationConfig
+                           ) -> m.TaskPushNotificationConfig:
         result = self.call("tasks/pushNotificationConfig/set",
                            {"taskId": config.task_id,
                             "pushNotificationConfig": push_inner_out(config)})
         return push_config_in(result)
 
-    def get_push(self, task_id: str, config_id: str = "") -> m.TaskPushNotificationConfig:
+    def get_push_config(self, request: m.TaskPushConfigRequest) -> m.TaskPushNotificationConfig:
         result = self.call("tasks/pushNotificationConfig/get",
-                           _drop_none({"id": task_id, "pushNotificationConfigId": config_id or None}))
+                           _drop_none({"id": request.task_id,
+                                       "pushNotificationConfigId": request.id or None}))
         return push_config_in(result)
 
-    def list_push(self, task_id: str) -> List[m.TaskPushNotificationConfig]:
-        result = self.call("tasks/pushNotificationConfig/list", {"id": task_id})
+    def list_push_configs(self, request: m.ListTaskPushNotificationConfigsRequest
+                          ) -> List[m.TaskPushNotificationConfig]:
+        result = self.call("tasks/pushNotificationConfig/list", {"id": request.task_id})
         return [push_config_in(item) for item in (result or [])]
 
-    def delete_push(self, task_id: str, config_id: str) -> None:
+    def delete_push_config(self, request: m.TaskPushConfigRequest) -> None:
         self.call("tasks/pushNotificationConfig/delete",
-                  {"id": task_id, "pushNotificationConfigId": config_id})
+                  {"id": request.task_id, "pushNotificationConfigId": request.id})
 
-    def extended_card(self) -> Any:
+    def get_extended_card(self, request: m.GetExtendedAgentCardRequest) -> Any:
         return self.call("agent/getAuthenticatedExtendedCard")
 
 
@@ -144,44 +150,46 @@ class V01Transport(V03Transport):
 
         return read
 
-    def send(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
+    def send_message(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
         params = self._send_params(request)
         task = decode_model(m.Task, task_in(self.call("tasks/send", params)), "task")
         self._remember(task.id, task.context_id)
         return task
 
-    def open_stream(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
+    def send_streaming_message(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
         params = self._send_params(request)
         return self.call_stream("tasks/sendSubscribe", params, self._reader(params["id"]))
 
-    def open_subscribe(self, task_id: str, last_event_id: Optional[str] = None
-                       ) -> Iterator[StreamItem]:
-        return self.call_stream("tasks/resubscribe", {"id": task_id}, self._reader(task_id),
-                                last_event_id)
+    def subscribe_to_task(self, request: m.SubscribeToTaskRequest,
+                          last_event_id: Optional[str] = None) -> Iterator[StreamItem]:
+        return self.call_stream("tasks/resubscribe", {"id": request.id},
+                                self._reader(request.id), last_event_id)
 
-    def get_task(self, task_id: str, history_length: Optional[int] = None) -> m.Task:
-        task = super().get_task(task_id, history_length)
+    def get_task(self, request: m.GetTaskRequest) -> m.Task:
+        task = super().get_task(request)
         self._remember(task.id, task.context_id)
         return task
 
-    def set_push(self, config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
+    def create_push_config(self, config: m.TaskPushNotificationConfig
+                           ) -> m.TaskPushNotificationConfig:
         result = self.call("tasks/pushNotification/set",
                            {"id": config.task_id,
                             "pushNotificationConfig": push_inner_out(config, with_id=False)})
         return push_config_in(result)
 
-    def get_push(self, task_id: str, config_id: str = "") -> m.TaskPushNotificationConfig:
-        return push_config_in(self.call("tasks/pushNotification/get", {"id": task_id}))
+    def get_push_config(self, request: m.TaskPushConfigRequest) -> m.TaskPushNotificationConfig:
+        return push_config_in(self.call("tasks/pushNotification/get", {"id": request.task_id}))
 
-    def list_push(self, task_id: str) -> List[m.TaskPushNotificationConfig]:
+    def list_push_configs(self, request: m.ListTaskPushNotificationConfigsRequest
+                          ) -> List[m.TaskPushNotificationConfig]:
         # 0.1 keeps one config per task.
         try:
-            return [self.get_push(task_id)]
+            return [self.get_push_config(m.TaskPushConfigRequest(task_id=request.task_id))]
         except TaskNotFoundError:
             return []
 
-    def delete_push(self, task_id: str, config_id: str) -> None:
+    def delete_push_config(self, request: m.TaskPushConfigRequest) -> None:
         raise self.unsupported("Deleting a push notification config", "0.3 or 1.0")
 
-    def extended_card(self) -> Any:
+    def get_extended_card(self, request: m.GetExtendedAgentCardRequest) -> Any:
         raise self.unsupported("The extended agent card", "0.3 or 1.0")

@@ -1,4 +1,4 @@
-"""A2A 1.0 over HTTP+JSON (REST): the proto's routes under the interface URL.
+"""A2A 1.0 over HTTP+JSON (REST): the operation table's routes under the interface URL.
 
 A tenant becomes a path prefix (``{url}/{tenant}/tasks/...``); errors are
 ``{"error": {"code", "status", "message", "details"}}`` with the HTTP status;
@@ -6,31 +6,28 @@ streams carry one bare StreamResponse per SSE ``data:``.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Union
+from typing import Any, Dict, Iterator, Mapping, Optional, Tuple
 from urllib.parse import quote
 
 import requests
 
 from ..protocol import codec
-from ..protocol import models as m
+from ..protocol.operations import Operation
 from .errors import from_rest
 from .stream import StreamItem, iter_json_events
-from .transport import Transport
-from .wire import decode_model, event_from_v1, is_final
+from .v1 import V1Transport
+from .wire import event_from_v1, is_final, with_draft_members
 
 
-class RestTransport(Transport):
+class RestTransport(V1Transport):
     """A2A 1.0 HTTP+JSON."""
 
     binding = "HTTP+JSON"
 
-    def path(self, *segments: str, verb: str = "") -> str:
-        """``{url}[/{tenant}]/seg/seg[:verb]`` with each segment URL-quoted."""
-        parts = [self.url.rstrip("/")]
-        if self.tenant:
-            parts.append(quote(self.tenant, safe=""))
-        parts.extend(quote(s, safe="") for s in segments)
-        return "/".join(parts) + (":" + verb if verb else "")
+    def root(self) -> str:
+        """The root of the interface's routes: ``{url}[/{tenant}]``."""
+        root = self.url.rstrip("/")
+        return f"{root}/{quote(self.tenant, safe='')}" if self.tenant else root
 
     def _json(self, response: requests.Response) -> Any:
         try:
@@ -79,59 +76,35 @@ class RestTransport(Transport):
         finally:
             response.close()
 
-    @staticmethod
-    def _body(model: Any) -> Dict[str, Any]:
-        body: Dict[str, Any] = codec.encode(model)
-        body.pop("tenant", None)  # the tenant travels in the path
-        return body
-
     # ------------------------------------------------------------ operations
 
-    def send(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
-        return event_from_v1(self._call("POST", self.path("message", verb="send"),
-                                        self._body(request)))  # type: ignore[return-value]
+    def _exchange(self, operation: Operation[Any], request: Any) -> Tuple[str, str, Dict[str, Any]]:
+        """The verb, URL and the members left for the body or query of ``request``
+        sent on ``operation``'s 1.0 route: the path takes its variables' members, and
+        the tenant travels in the path prefix."""
+        route = operation.rest[0]
+        members: Dict[str, Any] = codec.encode(request)
+        if self.draft:
+            with_draft_members(members, request)
+        members.pop("tenant", None)
+        url = self.root() + route.path(members)
+        for name in route.variables:
+            members.pop(name, None)
+        # A route that serves several verbs (subscribe: GET and POST) is sent POST, as
+        # this client always did.
+        verb = "POST" if "POST" in route.verbs else route.verbs[0]
+        return verb, url, members
 
-    def open_stream(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
-        return self._stream("POST", self.path("message", verb="stream"), self._body(request))
+    def invoke(self, operation: Operation[Any], request: Any) -> Any:
+        verb, url, members = self._exchange(operation, request)
+        source = operation.rest[0].source
+        if source == "query":
+            return self._call(verb, url, params={k: (str(v).lower() if isinstance(v, bool) else v)
+                                                 for k, v in members.items()})
+        return self._call(verb, url, members if source == "body" else None)
 
-    def open_subscribe(self, task_id: str, last_event_id: Optional[str] = None
-                       ) -> Iterator[StreamItem]:
-        return self._stream("POST", self.path("tasks", task_id, verb="subscribe"),
-                            last_event_id=last_event_id)
-
-    def get_task(self, task_id: str, history_length: Optional[int] = None) -> m.Task:
-        params = {} if history_length is None else {"historyLength": history_length}
-        return decode_model(m.Task, self._call("GET", self.path("tasks", task_id), params=params),
-                            "task")
-
-    def list_tasks(self, request: m.ListTasksRequest) -> m.ListTasksResponse:
-        params = {k: (str(v).lower() if isinstance(v, bool) else v)
-                  for k, v in self._body(request).items()}
-        return decode_model(m.ListTasksResponse, self._call("GET", self.path("tasks"),
-                                                            params=params), "task list")
-
-    def cancel(self, task_id: str, metadata: Optional[Dict[str, Any]] = None) -> m.Task:
-        body = {"metadata": metadata} if metadata else {}
-        return decode_model(m.Task, self._call("POST", self.path("tasks", task_id, verb="cancel"),
-                                               body), "task")
-
-    def set_push(self, config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
-        body = self._body(config)
-        result = self._call("POST", self.path("tasks", config.task_id, "pushNotificationConfigs"),
-                            body)
-        return decode_model(m.TaskPushNotificationConfig, result, "push config")
-
-    def get_push(self, task_id: str, config_id: str = "") -> m.TaskPushNotificationConfig:
-        url = self.path("tasks", task_id, "pushNotificationConfigs", config_id or task_id)
-        return decode_model(m.TaskPushNotificationConfig, self._call("GET", url), "push config")
-
-    def list_push(self, task_id: str) -> List[m.TaskPushNotificationConfig]:
-        result = self._call("GET", self.path("tasks", task_id, "pushNotificationConfigs"))
-        return decode_model(m.ListTaskPushNotificationConfigsResponse, result,
-                            "push config list").configs
-
-    def delete_push(self, task_id: str, config_id: str) -> None:
-        self._call("DELETE", self.path("tasks", task_id, "pushNotificationConfigs", config_id))
-
-    def extended_card(self) -> Any:
-        return self._call("GET", self.path("extendedAgentCard"))
+    def invoke_stream(self, operation: Operation[Any], request: Any,
+                      last_event_id: Optional[str] = None) -> Iterator[StreamItem]:
+        verb, url, members = self._exchange(operation, request)
+        body = members if operation.rest[0].source == "body" else None
+        return self._stream(verb, url, body, last_event_id)

@@ -140,6 +140,12 @@ class EventStream:
     :ivar task_id: the task the stream follows, once known.
     :ivar last_event_id: the SSE id of the last event yielded, if the agent sends ids.
     :ivar reconnects: how many times the stream was re-attached.
+    :ivar generation: the task's generation after the last event (an agent of the A2A
+        1.1 draft sends it; 0: none seen, or the agent does not keep them).
+    :ivar generation_gaps: ``(last seen, received)`` for each event whose generation
+        skipped some (events this stream missed: a
+        :meth:`~a2a_flask.client.A2AClient.get_task` tells where the task is); each is
+        also logged as a warning.
     """
 
     def __init__(self, items: Iterator[StreamItem], *, resume: Optional[Resume] = None,
@@ -160,6 +166,9 @@ class EventStream:
             int(last_event_id) if last_event_id is not None and last_event_id.isdigit() else None)
         self._seen_ids: Set[str] = set()
         self._done = False
+        self.generation = 0
+        self.generation_gaps: List[Tuple[int, int]] = []
+        self._ignore_generations = False
 
     def __iter__(self) -> "EventStream":
         return self
@@ -200,11 +209,30 @@ class EventStream:
 
     def _note(self, item: StreamItem) -> None:
         event = item.event
+        self._note_generation(getattr(event, "generation", 0))
         if isinstance(event, m.Task):
             self.task_id, self.context_id = event.id or self.task_id, event.context_id
         elif isinstance(event, (m.TaskStatusUpdateEvent, m.TaskArtifactUpdateEvent)):
             self.task_id = event.task_id or self.task_id
             self.context_id = event.context_id or self.context_id
+
+    def _note_generation(self, received: int) -> None:
+        """Track the 1.1 draft's generations: a skip is a gap (recorded and logged); a
+        missing one after others, or a repeat, says the agent does not keep them, and
+        they are ignored from then on (as the draft says)."""
+        if self._ignore_generations:
+            return
+        if received <= 0 or received <= self.generation:
+            if self.generation:
+                self._ignore_generations = True
+                self.generation = 0
+            return
+        if self.generation and received > self.generation + 1:
+            self.generation_gaps.append((self.generation, received))
+            log.warning("stream of task %s skipped generations %d to %d: %d event(s) missed",
+                        self.task_id, self.generation + 1, received - 1,
+                        received - self.generation - 1)
+        self.generation = received
 
     def _reattach(self, exc: A2AConnectionError) -> None:
         """Re-attach after a broken connection, or raise ``exc`` if that cannot be done."""

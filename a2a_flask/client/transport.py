@@ -1,13 +1,20 @@
 """What every binding shares: the HTTP session, headers, timeouts, JSON reading.
 
 A transport speaks one interface of an agent (one URL, one binding, one
-protocol version) and offers the operations in 1.0 models.  Subclasses do the
-wire: :mod:`.jsonrpc` (1.0 JSON-RPC), :mod:`.rest` (1.0 HTTP+JSON) and
-:mod:`.legacy` (0.3 and 0.1 JSON-RPC).
+protocol version) and offers the operations of the table
+(:mod:`a2a_flask.protocol.operations`) in 1.0 models, one method each, named as the
+table's service method.  Subclasses do the wire: :mod:`.v1` with :mod:`.jsonrpc`
+(1.0 JSON-RPC) and :mod:`.rest` (1.0 HTTP+JSON), and :mod:`.legacy` (0.3 and 0.1
+JSON-RPC).
 """
 from __future__ import annotations
 
+import contextlib
 import json
+import random
+import threading
+import time
+import uuid
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import requests
@@ -21,16 +28,26 @@ Timeout = Union[float, Tuple[float, float], None]
 
 JSON_TYPES = ("application/json", "application/a2a+json", "application/problem+json")
 
+#: HTTP statuses a send is tried again on: a proxy or a stopping worker that did not
+#: hand it to the agent (with its key, a send that was accepted is answered again).
+RETRY_STATUSES = frozenset({502, 503, 504})
+#: Longest pause between two tries of a send (seconds).
+MAX_RETRY_PAUSE = 10.0
+
 
 class Transport:
     """One agent interface; subclasses implement the operations for their wire."""
 
     #: ``JSONRPC`` or ``HTTP+JSON``.
     binding = ""
+    #: Speak the A2A 1.1 draft (its ``A2A-Version``, task generations): set by the
+    #: client for a 1.0 interface whose card declares 1.1 too (docs/generations.rst).
+    draft = False
 
     def __init__(self, url: str, version: str, *, session: requests.Session,
                  headers: Optional[Mapping[str, str]] = None, timeout: Timeout = (5, 60),
-                 tenant: str = "", extensions: Sequence[str] = ()) -> None:
+                 tenant: str = "", extensions: Sequence[str] = (), retries: int = 3,
+                 retry_backoff: float = 0.5) -> None:
         self.url = url
         self.version = version
         self.session = session
@@ -38,12 +55,30 @@ class Transport:
         self.timeout = timeout
         self.tenant = tenant
         self.extensions: List[str] = list(extensions)
+        #: Tries after the first for a send with a key (:meth:`once`): on a broken
+        #: connection, a timeout, or HTTP 502/503/504.
+        self.retries = retries
+        #: The first pause between tries (seconds); each next one doubles, with jitter.
+        self.retry_backoff = retry_backoff
+        self._sending = threading.local()
+
+    @contextlib.contextmanager
+    def once(self, key: Optional[str] = None) -> Iterator[str]:
+        """One logical send: the HTTP requests made inside carry ``Idempotency-Key``
+        (``key``, or a fresh UUID4) and are tried again (:attr:`retries`) when no
+        answer came, since the agent answers a repeated key with the first task."""
+        key = key or str(uuid.uuid4())
+        self._sending.key = key
+        try:
+            yield key
+        finally:
+            self._sending.key = None
 
     # ------------------------------------------------------------ HTTP
 
     def protocol_headers(self) -> Dict[str, str]:
         """``A2A-Version`` and the extensions header, as this version spells them."""
-        out = {"A2A-Version": "1.0"}
+        out = {"A2A-Version": "1.1" if self.draft else "1.0"}
         if self.extensions:
             out["A2A-Extensions"] = ", ".join(self.extensions)
         return out
@@ -58,11 +93,25 @@ class Transport:
             data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
             sent.setdefault("Content-Type", "application/json")
         inject_trace(sent)  # W3C traceparent when OpenTelemetry is installed
-        try:
-            return self.session.request(method, url, data=data, params=params, headers=sent,
-                                        stream=stream, timeout=self.timeout)
-        except requests.RequestException as exc:
-            raise transport_error(exc, url) from exc
+        key: Optional[str] = getattr(self._sending, "key", None)
+        if key is not None:
+            sent["Idempotency-Key"] = key
+        for attempt in range(self.retries + 1 if key is not None else 1):
+            if attempt:
+                pause = min(self.retry_backoff * 2 ** (attempt - 1), MAX_RETRY_PAUSE)
+                time.sleep(pause * random.uniform(0.5, 1.0))  # jitter: retries spread out
+            last = attempt == (self.retries if key is not None else 0)
+            try:
+                response = self.session.request(method, url, data=data, params=params,
+                                                headers=sent, stream=stream, timeout=self.timeout)
+            except requests.RequestException as exc:
+                if last:
+                    raise transport_error(exc, url) from exc
+                continue
+            if last or response.status_code not in RETRY_STATUSES:
+                return response
+            response.close()
+        raise AssertionError("unreachable: the last try returns or raises")
 
     @staticmethod
     def read_json(response: requests.Response) -> Any:
@@ -92,40 +141,46 @@ class Transport:
             f"speaks A2A {self.version}")
 
     # ------------------------------------------------------------ operations
+    # One method per operation of the table (a2a_flask.protocol.operations), named as
+    # its Service method and taking its 1.0 request model, as the service does.
 
-    def send(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
+    def send_message(self, request: m.SendMessageRequest) -> Union[m.Task, m.Message]:
         raise NotImplementedError
 
-    def open_stream(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
+    def send_streaming_message(self, request: m.SendMessageRequest) -> Iterator[StreamItem]:
         """Start a streaming send; errors before the first event are raised here."""
         raise NotImplementedError
 
-    def open_subscribe(self, task_id: str, last_event_id: Optional[str] = None
-                       ) -> Iterator[StreamItem]:
-        raise NotImplementedError
-
-    def get_task(self, task_id: str, history_length: Optional[int] = None) -> m.Task:
+    def get_task(self, request: m.GetTaskRequest) -> m.Task:
         raise NotImplementedError
 
     def list_tasks(self, request: m.ListTasksRequest) -> m.ListTasksResponse:
         raise self.unsupported("ListTasks")
 
-    def cancel(self, task_id: str, metadata: Optional[Dict[str, Any]] = None) -> m.Task:
+    def cancel_task(self, request: m.CancelTaskRequest) -> m.Task:
         raise NotImplementedError
 
-    def set_push(self, config: m.TaskPushNotificationConfig) -> m.TaskPushNotificationConfig:
+    def subscribe_to_task(self, request: m.SubscribeToTaskRequest,
+                          last_event_id: Optional[str] = None) -> Iterator[StreamItem]:
+        """Attach to a task's stream (after ``last_event_id``, when given)."""
         raise NotImplementedError
 
-    def get_push(self, task_id: str, config_id: str = "") -> m.TaskPushNotificationConfig:
+    def create_push_config(self, config: m.TaskPushNotificationConfig
+                           ) -> m.TaskPushNotificationConfig:
         raise NotImplementedError
 
-    def list_push(self, task_id: str) -> List[m.TaskPushNotificationConfig]:
+    def get_push_config(self, request: m.TaskPushConfigRequest) -> m.TaskPushNotificationConfig:
+        """The config ``request.id`` of a task; without an id, the one named after the task."""
         raise NotImplementedError
 
-    def delete_push(self, task_id: str, config_id: str) -> None:
+    def list_push_configs(self, request: m.ListTaskPushNotificationConfigsRequest
+                          ) -> List[m.TaskPushNotificationConfig]:
         raise NotImplementedError
 
-    def extended_card(self) -> Any:
+    def delete_push_config(self, request: m.TaskPushConfigRequest) -> None:
+        raise NotImplementedError
+
+    def get_extended_card(self, request: m.GetExtendedAgentCardRequest) -> Any:
         """The extended card JSON (normalised to a model by the client)."""
         raise NotImplementedError
 

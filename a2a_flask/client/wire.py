@@ -37,7 +37,49 @@ def decode_model(cls: Type[T], value: Any, what: str = "", response: Any = None)
         raise A2AResponseError(
             f"The agent sent an invalid {what or cls.__name__}: " + "; ".join(hard[:5]),
             response=response)
+    if isinstance(value, dict):
+        _read_generations(result, value)
     return result
+
+
+def _read_generations(model: Any, value: Dict[str, Any]) -> None:
+    """The A2A 1.1 draft's ``generation`` of a Task or event (and of a task list's
+    tasks), which the 1.0 codec leaves alone: a number or ProtoJSON's decimal string;
+    anything else reads as 0 (not kept)."""
+    if isinstance(model, m.ListTasksResponse):
+        for task, raw in zip(model.tasks, value.get("tasks") or []):
+            if isinstance(raw, dict):
+                _read_generations(task, raw)
+        return
+    if not hasattr(model, "generation"):
+        return
+    raw = value.get("generation")
+    if isinstance(raw, str) and raw.isdigit() and len(raw) < 20:
+        raw = int(raw)
+    if type(raw) is int and raw > 0:
+        model.generation = raw
+
+
+def draft_members(request: Any) -> Dict[str, Any]:
+    """The A2A 1.1 draft's members of a request, as JSON (the codec leaves them out):
+    ``currentGeneration`` of a GetTask, ``configuration.ifGenerationMatch`` of a send."""
+    if isinstance(request, m.GetTaskRequest) and request.current_generation is not None:
+        return {"currentGeneration": str(request.current_generation)}
+    if isinstance(request, m.SendMessageRequest) and request.configuration is not None \
+            and request.configuration.if_generation_match is not None:
+        return {"configuration": {
+            "ifGenerationMatch": str(request.configuration.if_generation_match)}}
+    return {}
+
+
+def with_draft_members(members: Dict[str, Any], request: Any) -> Dict[str, Any]:
+    """``members`` (a request's 1.0 JSON) with its draft members merged in."""
+    for name, value in draft_members(request).items():
+        if isinstance(value, dict) and isinstance(members.get(name), dict):
+            members[name] = {**members[name], **value}
+        else:
+            members[name] = value
+    return members
 
 
 # ------------------------------------------------------------------ 1.0
@@ -279,6 +321,6 @@ def push_inner_out(config: m.TaskPushNotificationConfig, with_id: bool = True) -
     return inner
 
 
-__all__ = ["Event", "decode_model", "event_from_v1", "is_final", "event_from_v03",
+__all__ = ["Event", "decode_model", "draft_members", "with_draft_members", "event_from_v1", "is_final", "event_from_v03",
            "event_from_v01", "task_in", "message_in", "part_in", "state_in", "push_config_in",
            "part_out", "message_out_v03", "message_out_v01", "push_inner_out"]

@@ -11,7 +11,7 @@ header of their own); the 0.3 REST shapes (:mod:`.rest03`).
 """
 from __future__ import annotations
 
-from . import v01, v03, v1
+from . import v01, v03, v1, v11
 from .registry import (
     Dialect,
     Method,
@@ -28,4 +28,4 @@ from .registry import (
 
 __all__ = ["Dialect", "Method", "PushRenderer", "StreamRenderer", "negotiate",
            "normalise_version", "push_renderer", "register", "register_push", "resolve",
-           "supported_versions", "v1", "v03", "v01"]
+           "supported_versions", "v1", "v11", "v03", "v01"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Tuple, Type
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Type
 
 from ..protocol.calls import CallContext
 from ..protocol.codec import decode
@@ -92,14 +92,19 @@ class Dialect:
 _DIALECTS: Dict[str, Dialect] = {}
 
 
-def register(dialect: Dialect, aliases: Tuple[str, ...] = ()) -> None:
-    """Serve ``dialect`` for its version (and for ``aliases``, e.g. 0.2 for 0.3)."""
+def register(dialect: Dialect, aliases: Tuple[str, ...] = (), *, draft: bool = False) -> None:
+    """Serve ``dialect`` for its version (and for ``aliases``, e.g. 0.2 for 0.3); a
+    ``draft`` only to agents that serve drafts (``A2A_PROTOCOL_DRAFT``)."""
     _DIALECTS[dialect.version] = dialect
     for alias in aliases:
         _ALIASES[alias] = dialect.version
+    if draft:
+        _DRAFTS.add(dialect.version)
 
 
 _ALIASES: Dict[str, str] = {}
+#: Versions of unreleased specifications (served only where an agent asks for them).
+_DRAFTS: Set[str] = set()
 _PUSH: Dict[str, PushRenderer] = {}
 
 
@@ -113,8 +118,9 @@ def push_renderer(version: str) -> PushRenderer:
     return _PUSH.get(version) or _PUSH["1.0"]
 
 
-def supported_versions() -> List[str]:
-    return sorted(_DIALECTS, reverse=True)
+def supported_versions(drafts: bool = False) -> List[str]:
+    """The versions served (with ``drafts``, the drafts' too), newest first."""
+    return sorted((v for v in _DIALECTS if drafts or v not in _DRAFTS), reverse=True)
 
 
 def normalise_version(raw: Optional[str]) -> str:
@@ -127,17 +133,18 @@ def normalise_version(raw: Optional[str]) -> str:
     return f"{int(match.group(1))}.{int(match.group(2))}"
 
 
-def negotiate(raw: Optional[str]) -> Dialect:
-    """The dialect for an ``A2A-Version`` value, or VersionNotSupportedError (-32009)."""
+def negotiate(raw: Optional[str], drafts: bool = False) -> Dialect:
+    """The dialect for an ``A2A-Version`` value, or VersionNotSupportedError (-32009)
+    (a draft's version too, unless ``drafts``)."""
     version = normalise_version(raw)
     dialect = _DIALECTS.get(_ALIASES.get(version, version))
-    if dialect is None:
-        raise _unsupported(raw or "")
+    if dialect is None or (dialect.version in _DRAFTS and not drafts):
+        raise _unsupported(raw or "", drafts)
     return dialect
 
 
-def resolve(raw_version: Optional[str], method_name: str, *, lenient: bool = False
-            ) -> Tuple[Dialect, Method]:
+def resolve(raw_version: Optional[str], method_name: str, *, lenient: bool = False,
+            drafts: bool = False) -> Tuple[Dialect, Method]:
     """The dialect and method for a JSON-RPC call (see the negotiation table in the docs).
 
     The version (header or query parameter; missing means 0.3) picks the
@@ -146,11 +153,12 @@ def resolve(raw_version: Optional[str], method_name: str, *, lenient: bool = Fal
     version to send (with ``lenient``, a missing header and a name only 1.0
     knows is served as 1.0); a name no version knows is -32601.
     """
-    dialect = negotiate(raw_version)
+    dialect = negotiate(raw_version, drafts)
     method = dialect.methods.get(method_name)
     if method is not None:
         return dialect, method
-    owners = [d for d in _DIALECTS.values() if method_name in d.methods]
+    owners = [d for d in _DIALECTS.values()
+              if method_name in d.methods and d.version not in _DRAFTS]
     if owners:
         owner = owners[0]
         if lenient and not (raw_version or "").strip():
@@ -160,7 +168,7 @@ def resolve(raw_version: Optional[str], method_name: str, *, lenient: bool = Fal
             f"{dialect.version}; send the header A2A-Version: {owner.version}",
             metadata={"method": method_name, "requestedVersion": dialect.version,
                       "methodVersion": owner.version,
-                      "supportedVersions": ", ".join(supported_versions())},
+                      "supportedVersions": ", ".join(supported_versions(drafts))},
         )
     raise MethodNotFoundError(
         f"Method {method_name!r} not found in A2A {dialect.version}",
@@ -168,8 +176,8 @@ def resolve(raw_version: Optional[str], method_name: str, *, lenient: bool = Fal
     )
 
 
-def _unsupported(raw: str) -> VersionNotSupportedError:
-    supported = ", ".join(supported_versions())
+def _unsupported(raw: str, drafts: bool = False) -> VersionNotSupportedError:
+    supported = ", ".join(supported_versions(drafts))
     shown = raw.strip() or f"(none, which means {DEFAULT_VERSION})"
     return VersionNotSupportedError(
         f"A2A-Version {shown} is not supported; this server speaks {supported}. "

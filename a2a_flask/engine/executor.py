@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 from ..protocol.models import Artifact, Message, Part, Role, Task, TaskState, new_id
 from ..protocol.errors import StoreUnavailable, TaskTooLargeError
+from ..stores.base import unscoped
 from .run import Run, TaskCancelled
 from .writer import agent_message
 from .states import TaskClosedError
@@ -124,7 +125,7 @@ class TaskContext:
 
     @property
     def tenant(self) -> str:
-        return self._run.tenant
+        return unscoped(self._run.tenant)[1]  # the caller's, without the agent's store scope
 
     @property
     def task(self) -> Optional[Task]:

@@ -16,13 +16,14 @@ from typing import Dict, Iterator, List, Optional, Union
 from ..concurrency import let_io_run
 from ..protocol.calls import StreamContext, Wait
 from ..protocol.errors import StoreUnavailable, TaskNotFoundError
-from ..protocol.events import Event
+from ..protocol.events import Event, moves_generation
 from ..protocol.models import Message, Role, Task, TaskState, TaskStatusUpdateEvent
 from ..stores.base import LogEntry, TaskRecord, TaskStore
 from ..stores.grace import Outage
 from ..stores.shared import SharedLog, wait_without_spinning
 from .keeper import Keeper
 from .run import YIELD_EVERY
+from .writer import generation_at, know_generation
 
 
 def closes_stream(event: Event, *, close_on_auth_required: bool = True) -> bool:
@@ -52,7 +53,8 @@ def stream_context(store: TaskStore, *, close_on_auth_required: bool = True) -> 
     """What the stream and push renderers of an agent on ``store`` may ask."""
     return StreamContext(functools.partial(closes_stream,
                                            close_on_auth_required=close_on_auth_required),
-                         functools.partial(artifact_ids, store))
+                         functools.partial(artifact_ids, store),
+                         functools.partial(generation_at, store))
 
 
 class _LogWait(Wait):
@@ -131,6 +133,54 @@ class Following:
                 except StoreUnavailable:
                     if time.monotonic() >= deadline or not outage.wait():
                         raise
+
+    def long_poll(self, record: TaskRecord, current: int, timeout: float) -> TaskRecord:
+        """The task once its generation is past ``current`` (the 1.1 draft's long-poll
+        GetTask, docs/generations.rst), or as it is after ``timeout`` seconds (or once
+        it is finished: it never changes again).
+
+        ``record`` is the task as the caller loaded it through :attr:`log`, following
+        the task (:meth:`SharedLog.following`) from before that load to the answer:
+        so a crowd of long-polls of one task in this process costs the store what
+        one does (one wait, one read per event, one load, shared).  The record may be
+        a little old: the log after it is read before anything is decided.
+        """
+        task_id = record.task_id
+        log = self.log
+        deadline = time.monotonic() + timeout
+        know_generation(self.store, record)
+        seq, generation, state = record.seq, record.generation, record.state
+        idle_at: Optional[int] = None
+        outage = Outage(self.store_grace)
+        while True:
+            try:
+                entries = log.read(task_id, seq)
+                for entry in entries:
+                    if entry.chunk:
+                        generation += 1
+                    elif moves_generation(entry.event):
+                        generation += 1
+                        event = entry.event
+                        if isinstance(event, (Task, TaskStatusUpdateEvent)):
+                            state = event.status.state
+                    seq = entry.seq
+                if entries:
+                    idle_at = None
+                    continue  # (a long log comes in slices)
+                remaining = deadline - time.monotonic()
+                if generation > current or state.terminal or remaining <= 0 or self.stopping:
+                    break
+                outage.over()
+                idle_at = wait_without_spinning(log.wait, task_id, seq, remaining, idle_at)
+            except StoreUnavailable:
+                if time.monotonic() >= deadline or not outage.wait():
+                    raise
+        if seq == record.seq:
+            return record
+        found = log.load(task_id, at_least=seq)
+        if found is None:
+            raise TaskNotFoundError(metadata={"taskId": task_id})
+        return know_generation(self.store, found)
 
     def follow(self, task_id: str, after_seq: int, heartbeat: float, *,
                park_outside: bool = False) -> Iterator[Union[LogEntry, None, Wait]]:

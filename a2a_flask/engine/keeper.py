@@ -22,14 +22,22 @@ from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable, TaskNotFoundError
 from ..protocol.events import Event
 from ..protocol.models import TaskState, TaskStatus, TaskStatusUpdateEvent, format_timestamp, new_id, utc_now
-from ..stores.base import TaskRecord, TaskStore
+from ..stores.base import TaskRecord, TaskStore, unscoped
+from .lifecycles import LeaseAction, LeaseEvent, LeaseState, lease_step
 from .states import Change, transition
-from .writer import Lease, TaskWriter, agent_message
+from .writer import Lease, LeaseHeld, TaskWriter, agent_message
 
 if TYPE_CHECKING:
     from .run import Run
 
 log = logging.getLogger("a2a_flask")
+
+#: The status message of a task failed because its runner's lease expired.
+ORPHANED = ("The worker running this task stopped (its lease expired); the task failed "
+            "and can be sent again.")
+#: Seconds a new run waits, at most, for another process's lease on its task to be
+#: let go (the previous turn's run, whose executor returns just after it asked for input).
+LEASE_WAIT = 2.0
 
 #: A new run defers its lease to its first write when the store answered a call
 #: this recently (seconds) with no outage since (see :meth:`Keeper.hold`): a store
@@ -59,8 +67,16 @@ class Keeper:
                  name: Optional[ProcessName] = None, lease_ttl: float = 30.0,
                  task_ttl: float = 0.0, store_grace: float = 0.0, cancel_grace: float = 5.0,
                  chores: Sequence[Callable[[], None]] = (),
-                 on_new_process: Sequence[Callable[[], object]] = ()) -> None:
+                 on_new_process: Sequence[Callable[[], object]] = (),
+                 scope: Optional[str] = None,
+                 orphaned: Optional[Callable[[str], bool]] = None) -> None:
         self.store = store
+        #: The agent's store scope (:func:`~a2a_flask.stores.base.scoped`): its own
+        #: orphans are taken care of at once, another agent's sharing the store only
+        #: once that agent's keepers had two leases' time to (None: every task is ours).
+        self.scope = scope
+        #: Another agent's tasks with an expired lease -> when first seen (monotonic).
+        self._foreign: Dict[str, float] = {}
         self.writer = writer
         self.name = name or ProcessName()
         self.lease_ttl = lease_ttl
@@ -81,6 +97,9 @@ class Keeper:
         #: the live owners renew theirs first.
         self._orphans_after = 0.0
         self._outage_seen = False
+        #: Takes care of a task whose runner's lease expired instead of failing it
+        #: (a runner that queues the task again: :mod:`.runners`): True when it did.
+        self.orphaned = orphaned
 
     @property
     def owner(self) -> str:
@@ -89,39 +108,67 @@ class Keeper:
 
     # -- the runs here
 
-    def hold(self, run: "Run") -> None:
+    def take(self, task_id: str) -> bool:
+        """Take the lease of ``task_id`` for this process (or renew ours); False while
+        another process's lease on it is live (the store's set-if-absent)."""
+        return self.store.acquire_lease(task_id, self.owner, self.lease_ttl)
+
+    def hold(self, run: "Run", *, leased: bool = False, with_first_write: bool = False) -> None:
         """Take ``run``'s lease and count it among this process's runs.
 
         The lease comes first, so that a store that is down fails the call before
         the agent's code runs.  A run that makes a new task while the store has just
         answered (:data:`ANSWERED_WITHIN`) defers its lease to its first write
-        instead (:meth:`.Lease.before_write`): until then nothing of the task is
+        instead (:data:`.lifecycles.LEASE_TABLE`): until then nothing of the task is
         stored, so there is nothing to guard, and a task the agent finishes at once
         (a blocking send's whole run) is written in one store call with no lease at
-        all."""
+        all.  ``leased``: the caller took the lease already (:meth:`take`).
+        ``with_first_write``: the caller makes the task next, before the agent's code
+        runs (an idempotent send's acceptance), and the lease is taken in that write
+        whether or not the store answered lately.
+
+        Taking it is set-if-absent: while another process's lease on the task is
+        live, this waits up to :data:`LEASE_WAIT` for it to be let go, then raises
+        :class:`~.writer.LeaseHeld` (a task never has two runs)."""
         self.ensure()
         owner = self.owner
-        if run.record is None and self.store.answering(ANSWERED_WITHIN):
-            run.lease = Lease(owner, self.lease_ttl, taken=False)
+        if run.record is None and not leased and (with_first_write
+                                                  or self.store.answering(ANSWERED_WITHIN)):
+            run.lease = Lease(owner, self.lease_ttl, LeaseState.DEFERRED)
         else:
-            self.store.acquire_lease(run.task_id, owner, self.lease_ttl)
+            deadline = time.monotonic() + LEASE_WAIT
+            while not leased and not self.take(run.task_id):
+                if time.monotonic() > deadline:
+                    raise LeaseHeld(run.task_id)
+                time.sleep(0.1)  # cooperative under gevent
             run.lease = Lease(owner, self.lease_ttl)
         self._runs[run.task_id] = run
 
     def let_go(self, run: "Run") -> None:
-        """``run`` ended: release its lease, unless its last write or shutdown did."""
+        """``run`` ended: release its lease if it holds it still (its last write, or
+        shutdown, let it go; or it never took it).  The lease is DONE after, whether
+        or not the store answered: nobody renews it any more, so it expires."""
         if self._runs.get(run.task_id) is not run:
             return
         del self._runs[run.task_id]
-        if self.store.closed or (run.lease is not None and not run.lease.held):
-            return
+        lease = run.lease
+        step = lease_step(lease.state if lease is not None else LeaseState.HELD,
+                          LeaseEvent.RUN_ENDS)
+        if step.action is LeaseAction.RELEASE and not self.store.closed:
+            self._release(run.task_id)
+        if lease is not None:
+            lease.state = step.then
+
+    def _release(self, task_id: str) -> None:
+        """Release this process's lease on ``task_id``; one the store does not
+        release expires (the reaper then finds a finished task)."""
         try:
-            self.store.release_lease(run.task_id, self.owner)
+            self.store.release_lease(task_id, self.owner)
         except StoreUnavailable:
-            pass  # logged by the store; the lease expires, the reaper finds a finished task
-        except Exception:  # the lease then expires; the reaper finds a finished task
+            pass  # logged by the store
+        except Exception:
             if not self.store.closed:  # closed meanwhile (shutting down): nothing to say
-                log.exception("could not release the lease of task %s", run.task_id)
+                log.exception("could not release the lease of task %s", task_id)
 
     def take_back(self, run: "Run") -> bool:
         """Remove ``run`` from this process's runs without releasing its lease (shutdown
@@ -203,8 +250,7 @@ class Keeper:
                 if head is not None and head[1] is TaskState.CANCELED:
                     run.request_stop(self.cancel_grace)
         if time.monotonic() >= self._orphans_after:
-            for task_id in self.store.expired_leases():
-                self._fail_orphan(task_id)
+            self._orphans()
         now = time.monotonic()
         if self.task_ttl and now - self._last_purge >= min(60.0, max(1.0, self.task_ttl / 2)):
             self._last_purge = now
@@ -214,6 +260,22 @@ class Keeper:
                 log.info("purged %d finished tasks older than %ss", purged, self.task_ttl)
         for chore in self.chores:
             chore()
+
+    def _orphans(self) -> None:
+        """Take care of the tasks whose lease expired: queue them again through
+        :attr:`orphaned` (a runner), or fail them."""
+        now = time.monotonic()
+        seen, self._foreign = self._foreign, {}
+        for task_id in self.store.expired_leases():
+            if self.scope is not None and task_id not in self._runs:
+                record = self.store.load(task_id)
+                if record is not None and unscoped(record.tenant)[0] != self.scope:
+                    since = self._foreign[task_id] = seen.get(task_id, now)
+                    if now - since >= 2 * self.lease_ttl:  # its agent is served no more?
+                        self._fail_orphan(task_id)
+                    continue  # its own agent's keepers queue it again or fail it
+            if task_id in self._runs or self.orphaned is None or not self.orphaned(task_id):
+                self._fail_orphan(task_id)
 
     def _fail_orphan(self, task_id: str) -> None:
         """Fail a task whose runner stopped renewing its lease (killed worker, lost host)."""
@@ -226,9 +288,7 @@ class Keeper:
             if state is None or task_id in self._runs:
                 return []
             failed = True
-            message = agent_message(
-                "The worker running this task stopped (its lease expired); the task failed "
-                "and can be sent again.", task_id, current.task.context_id)
+            message = agent_message(ORPHANED, task_id, current.task.context_id)
             status = TaskStatus(state=state, message=message, timestamp=utc_now())
             return [TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 

@@ -3,8 +3,9 @@
 The :class:`Run` is what the executor's ``TaskContext`` writes through (each
 emission is checked by the state machine, :mod:`.states`, and appended by the
 :class:`~.writer.TaskWriter`), and what the HTTP side waits on (:attr:`Run.decided`,
-:attr:`Run.settled`).  Under gevent a burst of streamed chunks waits in the run
-until the executor yields and is appended in one write (:meth:`Run.add_artifact`).
+:attr:`Run.settled`, set as the run's phase moves: :mod:`.lifecycles`).  Under
+gevent a burst of streamed chunks waits in the run until the executor yields and
+is appended in one write (:meth:`Run.add_artifact`).
 """
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ from ..protocol.models import (
     TaskStatusUpdateEvent,
     utc_now,
 )
-from ..stores.base import TaskRecord
+from ..stores.base import OnceClaim, TaskRecord
 from ..stores.grace import Outage
 from .budget import message_size
+from .lifecycles import RUN_TABLE, SIGNALS, RunEvent, RunPhase, Signal, run_move
 from .states import Change, TaskClosedError, transition
 from .writer import Lease, TaskWriter
 
@@ -82,7 +84,8 @@ class Run:
     """One invocation of the executor for one incoming message.
 
     The HTTP side waits on :attr:`decided` to learn whether the agent made a
-    task (then it follows the task's log) or replied with a Message.
+    task (then it follows the task's log) or replied with a Message.  Its phase,
+    and the events each phase sets: :data:`.lifecycles.RUN_TABLE`.
     """
 
     def __init__(self, writer: TaskWriter, *, message: Message, task_id: str, context_id: str,
@@ -97,15 +100,24 @@ class Run:
         self.record = record  # last record this run saw; None until the task exists
         self.follow_up = record is not None  # started by a message on an existing task
         self.reply: Optional[Message] = None
+        #: Where this run is; moved only by :meth:`_move`, which sets the three events
+        #: below (never cleared) as :data:`.lifecycles.SIGNALS` says: those of its
+        #: phase are set.  A run on an existing task starts WORKING.
+        self.phase = RunPhase.UNDECIDED if record is None else RunPhase.WORKING
+        #: Set once the run made a task or a reply, or failed before either.
         self.decided = threading.Event()
         #: Set once a blocking send can answer: a reply, an error, a terminal or
         #: interrupted state written by this run, or the run's end.
         self.settled = threading.Event()
+        #: Set once the executor returned (or the run went to a worker's queue).
         self.finished = threading.Event()
+        if record is not None:
+            self.decided.set()
+        #: A latch: set once a cancel or the shutdown asks the run to stop, never cleared.
         self.cancel_requested = False
-        #: Set (with :attr:`decided`) when the run ended before it could make a task or a
-        #: reply, such as when the store went down, or (with :attr:`settled`) when it
-        #: stopped because the store stayed down past the grace: the waiting caller gets
+        #: Set when the run entered UNSTARTED (it could not make a task or a reply,
+        #: such as when the store went down), or before it ends when it stopped
+        #: because the store stayed down past the grace: the waiting caller gets
         #: this error.
         self.error: Optional[Exception] = None
         #: A stream waits for this run's first event: hand it over as soon as it exists.
@@ -126,6 +138,29 @@ class Run:
         self.stalled = False
         #: This run's lease on its task, once the keeper holds the run (see :meth:`.Keeper.hold`).
         self.lease: Optional[Lease] = None
+
+    def _move(self, event: RunEvent) -> None:
+        """Move this run's phase on ``event`` and set the events of its new phase;
+        the caller holds ``_lock``.
+
+        :raises ~.lifecycles.LifecycleError: the table has no such move.
+        """
+        # (The table read here; run_move only for the refusal it raises.)
+        self.phase = phase = RUN_TABLE[self.phase].get(event) or run_move(self.phase, event)
+        signals = SIGNALS[phase]
+        # In this order: a waiter woken by a later event finds the earlier ones set.
+        if Signal.DECIDED in signals and not self.decided.is_set():
+            self.decided.set()
+        if Signal.SETTLED in signals and not self.settled.is_set():
+            self.settled.set()
+        if Signal.FINISHED in signals:
+            self.finished.set()
+
+    def end(self) -> None:
+        """The executor returned, or the run went to a worker process's queue: a
+        blocking send answers, and a stop no longer waits for the executor."""
+        with self._lock:
+            self._move(RunEvent.END)
 
     def pace(self) -> None:
         """Let the worker's other greenlets run if this run has not yielded for a while.
@@ -198,16 +233,34 @@ class Run:
                 record = self._new_record()
                 self.writer.create(record, record.task, [], self.lease)
                 self.record = record
-                self.decided.set()
+                self._move(RunEvent.TASK_MADE)
         if created and self.streamed:
             cooperate()  # an executor that never blocks would hold the first event back
         return self.record
+
+    def claim_task(self, claim: OnceClaim) -> Optional[str]:
+        """Make the task (SUBMITTED, holding the user's message) and bind an idempotent
+        send's ``claim`` with it, taking the run's DEFERRED lease too, in one store
+        write (:meth:`.TaskWriter.create_claimed`): before the executor starts.  None
+        when this run made it; else the value another send bound the key to (no task
+        was made)."""
+        with self._lock:
+            assert self.record is None and self.reply is None, "a claimed run starts undecided"
+            record = self._new_record()
+            held = self.writer.create_claimed(record, claim, self.lease)
+            if held != claim.value:
+                return held
+            self.record = record
+            self._move(RunEvent.TASK_MADE)
+        if self.streamed:
+            cooperate()  # an executor that never blocks would hold the first event back
+        return None
 
     def _new_record(self) -> TaskRecord:
         """The task this run makes: SUBMITTED, holding the user's message."""
         task = Task(id=self.task_id, context_id=self.context_id,
                     status=TaskStatus(state=TaskState.SUBMITTED, timestamp=utc_now()),
-                    history=[self.message])
+                    history=[self.message], generation=1)
         record = TaskRecord(task, 1, self.tenant, self.owner, self.dialect)
         record.held = message_size(self.message)
         return record
@@ -229,16 +282,16 @@ class Run:
                 # finds its task made, as an executor's every emission does.
                 self.writer.create(record, record.task, [], self.lease)
                 self.record = record
-                self.decided.set()
+                self._move(RunEvent.TASK_MADE)
                 raise
             try:
                 after = self.writer.create(record, record.task, made, self.lease)
             except TaskTooLargeError:
                 self.record = record  # made without the events refused
-                self.decided.set()
+                self._move(RunEvent.TASK_MADE)
                 raise
             self.record = after
-            self.decided.set()
+            self._move(RunEvent.TASK_MADE)
         if self.streamed:
             cooperate()  # an executor that never blocks would hold the first event back
         return after
@@ -338,16 +391,15 @@ class Run:
                 message.context_id = self.context_id
                 message.task_id = ""
                 self.reply = message
-                self.decided.set()
-                self.settled.set()
+                self._move(RunEvent.REPLY)
                 return
         self.set_status(TaskState.COMPLETED, message)
 
     def fail_to_start(self, error: Exception) -> None:
         """The run ended before it made a task or a reply: the waiting caller gets ``error``."""
         self.error = error
-        self.decided.set()
-        self.settled.set()
+        with self._lock:
+            self._move(RunEvent.START_FAILED)
 
     def _check_can_emit(self) -> None:
         """Pace the executor, and refuse its emission if its run is stopped, the task
@@ -383,7 +435,8 @@ class Run:
             made = self._make_task(events) if self.record is None else None
             record = made if made is not None else self._commit_unsent(events)
         if record.state.settled:
-            self.settled.set()
+            with self._lock:
+                self._move(RunEvent.SETTLE)
         return record
 
     def _commit_unsent(self, events: Callable[[TaskState], List[Event]]) -> TaskRecord:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Callable, List, Optional, Protocol
+from typing import Callable, List, Optional, Protocol, Union
 
 from ..concurrency import Worker
 from ..observe import tasks as observe
-from ..protocol.errors import StoreUnavailable
+from ..protocol.errors import StoreUnavailable, TaskGenerationMismatchError
 from ..protocol.events import Event
 from ..protocol.models import Message, TaskState, TaskStatus, TaskStatusUpdateEvent, utc_now
-from ..stores.base import TaskRecord
+from ..stores.base import OnceClaim, TaskRecord
 from .keeper import Keeper
 from .run import Run, TaskCancelled
 from .states import Change, transition
@@ -50,6 +50,35 @@ class Runs:
         self.runner = runner
         self.cancel_grace = cancel_grace
 
+    def start_claimed(self, message: Message, claim: OnceClaim, *, task_id: str,
+                      context_id: str, tenant: str, owner: str, dialect: str,
+                      streamed: bool = False) -> Union[Run, str]:
+        """:meth:`start_new` for an idempotent send: its task is made SUBMITTED, its key
+        bound (``claim``) and, for a run here, its lease taken in one store write
+        before the executor starts (:meth:`.Run.claim_task`).  The value another send
+        bound the key to, instead, when one did: nothing is started then."""
+        run = Run(self.writer, message=message, task_id=task_id, context_id=context_id,
+                  tenant=tenant, owner=owner, dialect=dialect, record=None)
+        run.streamed = streamed
+        here = self.runner is None
+        if here:  # the lease goes with the acceptance (a queued run's worker takes it)
+            self.keeper.hold(run, with_first_write=True)
+        try:
+            held = run.claim_task(claim)
+        except BaseException:
+            if here:
+                self.keeper.let_go(run)
+            raise
+        if held is not None:
+            if here:
+                self.keeper.let_go(run)
+            return held
+        if here:
+            self._run_here(run)
+        else:
+            self._launch(run)
+        return run
+
     def start_new(self, message: Message, *, task_id: str, context_id: str, tenant: str,
                   owner: str, dialect: str, create_task: bool = False,
                   streamed: bool = False) -> Run:
@@ -66,8 +95,17 @@ class Runs:
         self._launch(run)
         return run
 
-    def continue_task(self, record: TaskRecord, message: Message) -> TaskRecord:
-        """Add a user message to an existing task; restart the executor if it was paused."""
+    def continue_task(self, record: TaskRecord, message: Message,
+                      if_generation: Optional[int] = None) -> TaskRecord:
+        """Add a user message to an existing task; restart the executor if it was paused.
+
+        ``if_generation`` (the 1.1 draft's ``ifGenerationMatch``): the message is
+        appended only if the task's generation is this one, judged on the stored task
+        by the append's compare-and-set (:meth:`.TaskWriter.commit`), else
+        :class:`~a2a_flask.errors.TaskGenerationMismatchError` and nothing changes.
+        Such a message always moves the generation (to a running task it comes with
+        a status event restating the state), so that of several sends made on the same
+        generation exactly one is appended (docs/generations.rst)."""
         task_id = record.task.id
         message.task_id, message.context_id = task_id, record.task.context_id
         resumed = False
@@ -75,10 +113,16 @@ class Runs:
         def build(current: TaskRecord) -> List[Event]:
             nonlocal resumed
             state = transition(current.state, Change.MESSAGE, task_id=task_id)
+            if if_generation is not None and current.generation != if_generation:
+                raise TaskGenerationMismatchError(
+                    f"Task generation mismatch: expected {if_generation} but current "
+                    f"generation is {current.generation}",
+                    metadata={"taskId": task_id, "expectedGeneration": if_generation,
+                              "currentGeneration": current.generation})
             resumed = state is not None
-            if state is None:
+            if state is None and if_generation is None:
                 return [message]  # the running executor sees it in ctx.history
-            status = TaskStatus(state=state, timestamp=utc_now())
+            status = TaskStatus(state=state or current.state, timestamp=utc_now())
             return [message, TaskStatusUpdateEvent(task_id, current.task.context_id, status)]
 
         updated = self.writer.commit(task_id, build, record, caller=True)
@@ -86,7 +130,6 @@ class Runs:
             run = Run(self.writer, message=message, task_id=task_id,
                       context_id=record.task.context_id, tenant=record.tenant,
                       owner=record.owner, dialect=record.dialect, record=updated)
-            run.decided.set()
             self._launch(run)
         return updated
 
@@ -102,18 +145,22 @@ class Runs:
             self.writer.fail(run.task_id, NOT_QUEUED)
             raise
 
-    def start_here(self, run: Run) -> None:
-        """Claim ``run`` (its lease) and start its executor in a greenlet or thread of
-        this process: the inline runner, and what a queued run's worker calls."""
+    def start_here(self, run: Run, *, leased: bool = False) -> None:
+        """Claim ``run`` (its lease; ``leased``: taken already) and start its executor
+        in a greenlet or thread of this process: the inline runner, and what a queued
+        run's worker calls."""
+        self.keeper.hold(run, leased=leased)
+        self._run_here(run)
+
+    def _run_here(self, run: Run) -> None:
+        """Start the executor of ``run``, held here already (:meth:`.Keeper.hold`)."""
         keeper = self.keeper
-        keeper.hold(run)
 
         def target() -> None:
             try:
                 self._invoke(run)
             finally:
-                run.settled.set()
-                run.finished.set()
+                run.end()
                 keeper.let_go(run)
 
         run.worker = Worker(observe.run_scope(target, run.task_id, run.context_id),
@@ -140,8 +187,14 @@ class Runs:
         of the rest with a status message that says why, release their leases, and
         stop their executors."""
         keeper = self.keeper
-        for run in keeper.runs_here():
-            run.finished.wait(max(0.0, deadline - time.monotonic()))
+        # Runs started while the first ones finish (a send accepted just before the
+        # stop began) get the same deadline: look again until none is left.
+        while True:
+            pending = [run for run in keeper.runs_here() if not run.finished.is_set()]
+            left = deadline - time.monotonic()
+            if not pending or left <= 0:
+                break
+            pending[0].finished.wait(left)
         pid = os.getpid()
         for run in keeper.runs_here():
             if run.finished.is_set() or not keeper.take_back(run):

@@ -54,7 +54,7 @@ from typing import Callable, Iterator, List, Optional, Sequence, Union
 from ..protocol.calls import Wait
 from ..protocol.events import Event
 from ..protocol.models import Message
-from ..stores.base import LogEntry, TaskRecord, TaskStore
+from ..stores.base import LogEntry, OnceClaim, TaskRecord, TaskStore
 from ..stores.shared import SharedLog
 from .following import Following
 from .keeper import Keeper, ProcessName
@@ -78,7 +78,7 @@ class Runtime:
                  runner: Optional[Runner] = None, log: Optional[SharedLog] = None,
                  name: Optional[ProcessName] = None,
                  chores: Sequence[Callable[[], None]] = (),
-                 stop_hooks: Sequence[StopHook] = ()) -> None:
+                 stop_hooks: Sequence[StopHook] = (), scope: Optional[str] = None) -> None:
         self.store = store
         #: The reads of followers, shared per task in this process (streams, waits, pushes).
         self.log = log or SharedLog(store)
@@ -87,7 +87,11 @@ class Runtime:
         self.keeper = Keeper(store, self.writer, name=name, lease_ttl=lease_ttl,
                              task_ttl=task_ttl, store_grace=store_grace,
                              cancel_grace=cancel_grace, chores=chores,
-                             on_new_process=[self._stop_with(hook) for hook in stop_hooks])
+                             on_new_process=[self._stop_with(hook) for hook in stop_hooks],
+                             scope=scope,
+                             # A runner may queue again a task whose run's lease
+                             # expired (see .runners).
+                             orphaned=getattr(runner, "orphaned", None))
         self.following = Following(self.log, self.keeper, store_grace=store_grace,
                                    close_on_auth_required=close_on_auth_required)
         self.runs = Runs(self.writer, self.keeper, invoke, runner=runner,
@@ -119,6 +123,14 @@ class Runtime:
 
     # -- runs
 
+    def start_claimed(self, message: Message, claim: OnceClaim, *, task_id: str,
+                      context_id: str, tenant: str, owner: str, dialect: str,
+                      streamed: bool = False) -> Union[Run, str]:
+        """See :meth:`.Runs.start_claimed`."""
+        return self.runs.start_claimed(message, claim, task_id=task_id, context_id=context_id,
+                                       tenant=tenant, owner=owner, dialect=dialect,
+                                       streamed=streamed)
+
     def start_new(self, message: Message, *, task_id: str, context_id: str, tenant: str,
                   owner: str, dialect: str, create_task: bool = False,
                   streamed: bool = False) -> Run:
@@ -127,13 +139,14 @@ class Runtime:
                                    tenant=tenant, owner=owner, dialect=dialect,
                                    create_task=create_task, streamed=streamed)
 
-    def continue_task(self, record: TaskRecord, message: Message) -> TaskRecord:
+    def continue_task(self, record: TaskRecord, message: Message,
+                      if_generation: Optional[int] = None) -> TaskRecord:
         """See :meth:`.Runs.continue_task`."""
-        return self.runs.continue_task(record, message)
+        return self.runs.continue_task(record, message, if_generation)
 
-    def start_here(self, run: Run) -> None:
+    def start_here(self, run: Run, *, leased: bool = False) -> None:
         """See :meth:`.Runs.start_here`."""
-        self.runs.start_here(run)
+        self.runs.start_here(run, leased=leased)
 
     def cancel(self, task_id: str) -> TaskRecord:
         """See :meth:`.Runs.cancel`."""
@@ -153,6 +166,11 @@ class Runtime:
         """Stop this process's keeper (the store is closed separately)."""
         self.keeper.close()
 
+    @property
+    def stopping(self) -> bool:
+        """Whether this process's work is stopping (:meth:`shutdown` was called)."""
+        return self._shutdown_deadline is not None
+
     def shutdown(self, grace: float) -> None:
         """Stop this process's work: streams of tasks running elsewhere end now; the
         runs here get ``grace`` seconds to finish; the rest are FAILED with a status
@@ -171,6 +189,10 @@ class Runtime:
     def wait_settled(self, task_id: str, timeout: float) -> TaskRecord:
         """See :meth:`.Following.wait_settled`."""
         return self.following.wait_settled(task_id, timeout)
+
+    def long_poll(self, record: TaskRecord, current: int, timeout: float) -> TaskRecord:
+        """See :meth:`.Following.long_poll`."""
+        return self.following.long_poll(record, current, timeout)
 
     def follow(self, task_id: str, after_seq: int, heartbeat: float, *,
                park_outside: bool = False) -> Iterator[Union[LogEntry, None, Wait]]:

@@ -16,17 +16,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Union
 
 from ..concurrency import cooperate
-from ..protocol.calls import (CONTROL_CHARACTER, CallContext, ServedItem, StreamContext,
-                              StreamItem, Wait)
+from ..protocol.calls import (CONTROL_CHARACTER, MAX_TENANT_LENGTH, CallContext, ServedItem,
+                              StreamContext, StreamItem, Wait)
 from ..protocol.errors import (
     ContentTypeNotSupportedError,
     ExtendedAgentCardNotConfiguredError,
+    InternalError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     ResourceExhaustedError,
     TaskNotFoundError,
     UnauthenticatedError,
     UnsupportedOperationError,
+    WorkerStoppingError,
 )
 from ..protocol.models import (
     AgentCard,
@@ -52,10 +54,10 @@ from ..protocol.models import (
     parse_timestamp,
 )
 from ..push.guard import UnsafeWebhookError, WebhookPolicy, header_value_problem
-from . import following
+from . import following, once as once_
 from .run import Run
 from .runtime import Runtime
-from ..stores.base import LogEntry, PushTarget, TaskQuery, TaskRecord
+from ..stores.base import LogEntry, PushTarget, SequenceConflict, TaskQuery, TaskRecord, scoped
 
 if TYPE_CHECKING:
     from ..push.delivery import PushDispatcher
@@ -178,10 +180,21 @@ class Limits:
     max_file_size: int = 10 * 1024 * 1024
     #: Open streams per authenticated caller in this process (0: no limit).
     max_streams_per_caller: int = 100
-    #: Open streams of all anonymous callers together in this process (0: no limit).
-    max_anonymous_streams: int = 1000
+    #: Open streams of all anonymous callers together in this process (0: no limit); the
+    #: web side works the default out from the server's connections per worker.
+    max_anonymous_streams: int = 250
     #: Webhooks one task may have (0: no limit): each event is pushed to each of them.
     max_push_configs: int = 10
+
+
+@dataclass
+class Retried:
+    """A retried send (the same ``Idempotency-Key`` and request): the first send's task."""
+
+    #: The task as it is now; None only inside :meth:`AgentService._accept`, when the
+    #: first send never made it and this one makes it under :attr:`task_id`.
+    record: Optional[TaskRecord]
+    task_id: str = ""
 
 
 class AgentService:
@@ -193,8 +206,13 @@ class AgentService:
                  limits: Optional[Limits] = None, push: Optional["PushDispatcher"] = None,
                  webhook_policy: Optional[WebhookPolicy] = None, auth_challenge: str = "",
                  lenient_version: bool = False,
-                 stream_context: Optional[StreamContext] = None) -> None:
+                 stream_context: Optional[StreamContext] = None, scope: str = "",
+                 idempotency_ttl: float = 86400.0, protocol_draft: bool = False,
+                 long_poll_timeout: float = 30.0) -> None:
         self.card = card
+        #: The agent's store scope (``A2A_STORE_SCOPE``): its tasks are stored under it,
+        #: before the caller's tenant, and the tasks of another scope look missing.
+        self.scope = scope
         self.runtime = runtime
         self.store = runtime.store
         self.blocking_timeout = blocking_timeout
@@ -204,26 +222,45 @@ class AgentService:
         self.interfaces = interfaces
         #: Serve a 1.0 method sent without ``A2A-Version`` as 1.0 (A2A_LENIENT_VERSION).
         self.lenient_version = lenient_version
+        #: Serve the A2A 1.1 draft too (``A2A_PROTOCOL_DRAFT``; docs/generations.rst).
+        self.protocol_draft = protocol_draft
+        #: Longest a long-poll GetTask holds its answer (``A2A_LONG_POLL_TIMEOUT``).
+        self.long_poll_timeout = long_poll_timeout
         #: Webhook delivery and the SSRF guard, when the card declares push notifications.
         self.push = push
         self.webhook_policy = webhook_policy
         #: The ``WWW-Authenticate`` challenge for callers who must authenticate.
         self.auth_challenge = auth_challenge
         self.limits = limits or Limits()
+        #: How long a send's ``Idempotency-Key`` is kept (``A2A_IDEMPOTENCY_TTL``).
+        self.idempotency_ttl = idempotency_ttl
         self._stream_slots = StreamSlots()
         self._stream_context = stream_context or following.stream_context(
             runtime.store, close_on_auth_required=runtime.following.close_on_auth_required)
 
     # ----------------------------------------------------------- helpers
 
-    def _visible(self, task_id: str, ctx: CallContext, field: str = "id",
+    def _tenant(self, ctx: CallContext) -> str:
+        """The tenant the caller's tasks are stored under: the agent's store scope and
+        the caller's tenant (:func:`~a2a_flask.stores.base.scoped`), at most as long
+        as the stores' tenant column."""
+        stored = scoped(self.scope, ctx.tenant)
+        if len(stored) > MAX_TENANT_LENGTH:
+            room = MAX_TENANT_LENGTH - (len(stored) - len(ctx.tenant))
+            raise InvalidParamsError(f"tenant is longer than {room} characters",
+                                     violations=[("tenant", f"at most {room} characters")])
+        return stored
+
+    def visible(self, task_id: str, ctx: CallContext, field: str = "id",
                  shared: bool = False) -> TaskRecord:
-        """The task if this caller may see it; anything else looks like 'not found'.
+        """The task if this caller may see it (this agent's, in the caller's tenant, the
+        caller's); anything else looks like 'not found'.
         ``shared``: callers asking at once share one load (a crowd attaching)."""
         check_id(task_id, field)
+        tenant = self._tenant(ctx)
         load = self.runtime.log.load if shared else self.store.load
         record = load(task_id) if task_id else None
-        if record is None or record.tenant != ctx.tenant or record.owner != ctx.owner:
+        if record is None or record.tenant != tenant or record.owner != ctx.owner:
             raise TaskNotFoundError(f"Task {task_id} not found", metadata={"taskId": task_id})
         return record
 
@@ -272,19 +309,27 @@ class AgentService:
 
     def task_dialect(self, task_id: str, ctx: CallContext) -> str:
         """The protocol version the task was created with (dialects answer in it)."""
-        return self._visible(task_id, ctx).dialect
+        return self.visible(task_id, ctx).dialect
 
-    def _accept(self, request: SendMessageRequest, ctx: CallContext,
-                client_task_id: str = "", streamed: bool = False) -> Union[Run, TaskRecord]:
-        """Validate a send and start it: a new Run, or the record of a continued task.
+    def _accept(self, request: SendMessageRequest, ctx: CallContext, client_task_id: str = "",
+                streamed: bool = False) -> Union[Run, TaskRecord, Retried]:
+        """Validate a send and start it: a new Run, or the record of a continued task;
+        a send whose ``Idempotency-Key`` was bound already gets the first send's task
+        (:class:`Retried`, or the continued task's record; docs/safe-retries.rst).
 
         ``client_task_id`` is the 0.1 way: the client names the task, which is
         continued if it exists and created (as a task, never a Message) if not.
         """
+        if self.runtime.stopping:
+            # A run started now could not be given the grace the running ones have.
+            raise WorkerStoppingError()
         message = request.message
         check_id(client_task_id, "id")
+        # Read before anything fills in the message's ids (docs/safe-retries.rst).
+        once = once_.once_for(ctx.idempotency_key, request, client_task_id, self._tenant(ctx),
+                              ctx.owner, self.idempotency_ttl, ctx.dialect)
         # Whether it exists: the head says so without folding the task (which
-        # _visible below loads, once, when it does).
+        # visible below loads, once, when it does).
         if client_task_id and self.store.head(client_task_id) is not None:
             message.task_id = client_task_id
         config = request.configuration
@@ -295,13 +340,13 @@ class AgentService:
             _check_history_length(config.history_length, "configuration.historyLength")
             if config.task_push_notification_config is not None:
                 self._require_push()
-                self._check_webhook(config.task_push_notification_config,
+                self.check_webhook(config.task_push_notification_config,
                                     "configuration.taskPushNotificationConfig.")
         self._check_message(message)
         self.runtime.check_message_size(message)
         self._check_input_modes(message)
         if message.task_id:
-            record = self._visible(message.task_id, ctx, "message.taskId")
+            record = self.visible(message.task_id, ctx, "message.taskId")
             if config is not None and config.task_push_notification_config is not None:
                 self._check_push_room(record.task.id, config.task_push_notification_config.id,
                                       "configuration.taskPushNotificationConfig")
@@ -312,7 +357,16 @@ class AgentService:
                     metadata={"taskId": record.task.id, "contextId": record.task.context_id},
                     violations=[("message.contextId", "does not match the task's contextId")],
                 )
-            record = self.runtime.continue_task(record, message)
+            bound = "" if once is None else self._bind_once(once, record.task.id, ctx, named=True)
+            if isinstance(bound, Retried):
+                return bound.record or record  # the first send's turn: the task as it is now
+            try:
+                record = self.runtime.continue_task(
+                    record, message, config.if_generation_match if config is not None else None)
+            except BaseException:
+                if once is not None:
+                    once_.release(self.store, once, bound)
+                raise
             self._register_push(config, record.task.id, ctx, before)
             if self.push is not None:
                 self.push.kick(record.task.id)  # webhooks registered earlier get this turn
@@ -320,9 +374,17 @@ class AgentService:
         task_id = client_task_id or new_id()
         context_id = message.context_id or new_id()
         message.task_id, message.context_id = task_id, context_id
-        run = self.runtime.start_new(message, task_id=task_id, context_id=context_id,
-                                     tenant=ctx.tenant, owner=ctx.owner, dialect=ctx.dialect,
-                                     create_task=bool(client_task_id), streamed=streamed)
+        if once is None:
+            run = self.runtime.start_new(message, task_id=task_id, context_id=context_id,
+                                         tenant=self._tenant(ctx), owner=ctx.owner,
+                                         dialect=ctx.dialect, create_task=bool(client_task_id),
+                                         streamed=streamed)
+        else:
+            started = self._start_once(once, message, ctx, named=bool(client_task_id),
+                                       streamed=streamed)
+            if isinstance(started, Retried):
+                return started
+            run = started
         if config is not None and (config.return_immediately
                                    or config.task_push_notification_config is not None):
             # The task must exist before we answer or register a webhook (unless
@@ -331,6 +393,59 @@ class AgentService:
                 self._register_push(config, task_id, ctx, 0)  # the whole story
         return run
 
+    def _start_once(self, once: once_.Once, message: Message, ctx: CallContext, *,
+                    named: bool, streamed: bool) -> Union[Run, Retried]:
+        """Start a keyed send's new task (``named``: the id the request names): made
+        with its key bound in one store write before the agent runs (a retry finds it,
+        a reply then completes it, and the binding never waits on the agent); or the
+        first send's task (:meth:`_first_send`)."""
+        task_id, context_id = message.task_id or "", message.context_id or ""
+        value = once.value("=" + new_id() if named else task_id)
+        try:
+            started = self.runtime.start_claimed(
+                message, once_.claim(once, value), task_id=task_id, context_id=context_id,
+                tenant=self._tenant(ctx), owner=ctx.owner, dialect=ctx.dialect,
+                streamed=streamed)
+            if not isinstance(started, str):
+                return started
+            first = once_.judge(once, value, started)
+            assert first is not None  # (the store bound another value)
+            retried = self._first_send(first, task_id, ctx)
+            if retried.record is not None:
+                return retried
+            # The first died before making its task: make it here, under its id (the
+            # key is bound to it already).
+            task_id = message.task_id = retried.task_id
+            return self.runtime.start_new(message, task_id=task_id, context_id=context_id,
+                                          tenant=self._tenant(ctx), owner=ctx.owner,
+                                          dialect=ctx.dialect, create_task=True,
+                                          streamed=streamed)
+        except SequenceConflict:
+            # Another try of this send (or a send naming the same id) made it meanwhile.
+            return Retried(self.visible(task_id, ctx))
+
+    def _bind_once(self, once: once_.Once, task_id: str, ctx: CallContext,
+                   named: bool) -> Union[str, Retried]:
+        """Bind the send's key to ``task_id`` (``named``: the task the request names)
+        alone: the value this send bound, or the first send's task (:meth:`_first_send`)."""
+        value = once.value("=" + new_id() if named else task_id)
+        first = once_.bind(self.store, once, value)
+        if first is None:
+            return value
+        return self._first_send(first, task_id, ctx)
+
+    def _first_send(self, first: once_.Bound, task_id: str, ctx: CallContext) -> Retried:
+        """The first send's task (``task_id``: the one the request names, for a
+        ``=`` binding), once it exists; if it never came, a :class:`Retried` without a
+        record naming the id to make it under."""
+        first_id = task_id if first.task_id.startswith("=") else first.task_id
+        # A binding older than the wait is not being made any more: its task is there,
+        # or deleted (A2A_TASK_TTL), or its worker died first.
+        wait = max(once_.ACCEPT_WAIT - first.age, 0.0)
+        if once_.await_task(self.store, first_id, wait):
+            return Retried(self.visible(first_id, ctx))
+        return Retried(None, first_id)
+
     def send_message(self, request: SendMessageRequest, ctx: CallContext,
                      client_task_id: str = "") -> Union[Task, Message]:
         """SendMessage: blocking unless ``returnImmediately``; a Task or a Message."""
@@ -338,6 +453,9 @@ class AgentService:
         history_length = config.history_length if config else None
         deadline = time.monotonic() + self.blocking_timeout
         started = self._accept(request, ctx, client_task_id)
+        if isinstance(started, Retried):
+            assert started.record is not None  # (None only inside _accept)
+            started = started.record  # a retry: answered as the first is, from the store
         if isinstance(started, Run):
             if config is not None and config.return_immediately:
                 created = started.ensure_task()
@@ -406,8 +524,11 @@ class AgentService:
             self._stream_slots.give_back(key)
             raise
 
-    def _stream_started(self, started: Union[Run, TaskRecord],
+    def _stream_started(self, started: Union[Run, TaskRecord, Retried],
                         history_length: Optional[int]) -> Iterator[ServedItem]:
+        if isinstance(started, Retried):  # a retry follows the first run from its start
+            assert started.record is not None
+            return self._follow(started.record.task.id, 0, history_length)
         if isinstance(started, TaskRecord):
             return self._follow(started.task.id, started.seq, history_length,
                                 opening=LogEntry(started.seq, view(started.task, history_length)))
@@ -418,7 +539,9 @@ class AgentService:
             # The executor's first turn: most make their task (or reply) at once, and
             # the first event then leaves with the headers instead of after them.
             cooperate()
-        while not run.decided.is_set():
+        # A run that ends before it made anything (stopped at shutdown before its first
+        # emission, its store closed or failed) never decides: its end stops the wait.
+        while not run.decided.is_set() and not run.finished.is_set():
             yield None  # the headers (then keep-alives) leave while the agent thinks
             run.decided.wait(self.keepalive)
         if run.error is not None:
@@ -426,6 +549,10 @@ class AgentService:
         if run.reply is not None:
             yield LogEntry(0, run.reply)
             return
+        if not run.decided.is_set() and self.store.head(run.task_id) is None:
+            if self.runtime.stopping:
+                raise WorkerStoppingError()
+            raise InternalError("The agent's run ended before it made a task or a reply")
         yield from self._follow(run.task_id, 0, history_length)
 
     def _follow(self, task_id: str, after_seq: int, history_length: Optional[int],
@@ -434,10 +561,13 @@ class AgentService:
         snapshot, sent at once) if there is one.
 
         The snapshot is yielded here rather than by a generator wrapped around this
-        one: each generator a parked stream is suspended in costs it memory.
+        one: each generator a parked stream is suspended in costs it memory.  Once
+        sent, it is let go: an idle stream must not keep a task (which may hold
+        megabytes) alive for as long as it stays open.
         """
         if opening is not None:
             yield opening
+            opening = None  # the stream sent it: this frame no longer holds the task
             yield None  # the snapshot goes out at once
         for entry in self.runtime.follow(task_id, after_seq, self.keepalive, park_outside=True):
             if entry is None or isinstance(entry, Wait) or entry.chunk:
@@ -450,8 +580,18 @@ class AgentService:
     # ----------------------------------------------------------- tasks
 
     def get_task(self, request: GetTaskRequest, ctx: CallContext) -> Task:
+        """GetTask; with ``currentGeneration`` (the 1.1 draft) a long-poll: the answer
+        waits until the task's generation is past it, up to ``A2A_LONG_POLL_TIMEOUT``."""
         _check_history_length(request.history_length)
-        return view(self._visible(request.id, ctx).task, request.history_length)
+        current = request.current_generation
+        if current is None:
+            return view(self.visible(request.id, ctx).task, request.history_length)
+        check_id(request.id, "id")
+        # Followed from before the load: a crowd of long-polls shares it (and the rest).
+        with self.runtime.log.following(request.id):
+            record = self.visible(request.id, ctx, shared=True)
+            record = self.runtime.long_poll(record, current, self.long_poll_timeout)
+        return view(record.task, request.history_length)
 
     def list_tasks(self, request: ListTasksRequest, ctx: CallContext) -> ListTasksResponse:
         _check_history_length(request.history_length)
@@ -468,7 +608,7 @@ class AgentService:
                     violations=[("statusTimestampAfter", "not an RFC 3339 timestamp")],
                 ) from None
         query = TaskQuery(
-            tenant=ctx.tenant,
+            tenant=self._tenant(ctx),
             owner=ctx.owner,
             context_id=request.context_id,
             state=None if request.status is TaskState.UNSPECIFIED else request.status,
@@ -482,7 +622,7 @@ class AgentService:
         return ListTasksResponse(tasks, page.next_page_token, page_size, page.total_size)
 
     def cancel_task(self, request: CancelTaskRequest, ctx: CallContext) -> Task:
-        self._visible(request.id, ctx)
+        self.visible(request.id, ctx)
         return self.runtime.cancel(request.id).task
 
     def subscribe_to_task(self, request: SubscribeToTaskRequest,
@@ -490,7 +630,7 @@ class AgentService:
         """SubscribeToTask: the Task first, then live events; ``Last-Event-ID`` replays."""
         self._require_streaming()
         with self._stream_slot(ctx) as hold:
-            record = self._visible(request.id, ctx, shared=True)
+            record = self.visible(request.id, ctx, shared=True)
             resume_from = ctx.last_event_id
             if record.state.terminal and (resume_from is None or resume_from >= record.seq):
                 raise UnsupportedOperationError(
@@ -507,7 +647,7 @@ class AgentService:
 
     # ----------------------------------------------------------- push configs
 
-    def _check_webhook(self, config: TaskPushNotificationConfig, prefix: str = "") -> None:
+    def check_webhook(self, config: TaskPushNotificationConfig, prefix: str = "") -> None:
         """Refuse a webhook before anything changes: a URL the SSRF guard does not allow,
         or a token or credentials that could not be sent as HTTP headers.
 
@@ -554,8 +694,8 @@ class AgentService:
                            ctx: CallContext) -> TaskPushNotificationConfig:
         """Register a webhook; it gets the task's events from now on."""
         self._require_push()
-        record = self._visible(config.task_id, ctx, "taskId")
-        self._check_webhook(config)
+        record = self.visible(config.task_id, ctx, "taskId")
+        self.check_webhook(config)
         self._check_push_room(config.task_id, config.id, "taskId")
         return self._store_push(config, ctx, record.seq)
 
@@ -585,7 +725,7 @@ class AgentService:
     def get_push_config(self, request: TaskPushConfigRequest,
                         ctx: CallContext) -> TaskPushNotificationConfig:
         self._require_push()
-        self._visible(request.task_id, ctx, "taskId")
+        self.visible(request.task_id, ctx, "taskId")
         check_id(request.id, "id")
         for target in self.store.push_targets(request.task_id):
             if target.config.id == request.id:
@@ -597,14 +737,14 @@ class AgentService:
                           ctx: CallContext) -> ListTaskPushNotificationConfigsResponse:
         self._require_push()
         _check_page_size(request.page_size)
-        self._visible(request.task_id, ctx, "taskId")
+        self.visible(request.task_id, ctx, "taskId")
         # Every config in one page: a task has few (the page token is never needed).
         configs = [self._masked(t.config) for t in self.store.push_targets(request.task_id)]
         return ListTaskPushNotificationConfigsResponse(configs, "")
 
     def delete_push_config(self, request: TaskPushConfigRequest, ctx: CallContext) -> Empty:
         self._require_push()
-        self._visible(request.task_id, ctx, "taskId")
+        self.visible(request.task_id, ctx, "taskId")
         check_id(request.id, "id")
         self.store.delete_push_config(request.task_id, request.id)
         return Empty()

@@ -15,11 +15,30 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 from ..observe import tasks as observe
 from ..protocol.codec import encode
 from ..protocol.errors import TaskNotFoundError, TaskTooLargeError
-from ..protocol.events import Event
+from ..protocol.events import Event, entry_moves_generation
 from ..protocol.models import Message, Part, Role, TaskStatus, TaskStatusUpdateEvent, new_id, utc_now
-from ..stores.base import SequenceConflict, TaskRecord, TaskStore, finishes
+from ..stores.base import OnceClaim, SequenceConflict, TaskRecord, TaskStore, finishes
 from .budget import growth, message_size, needs_folded, task_size, too_large
+from .lifecycles import LEASE_TABLE, LeaseAction, LeaseEvent, LeaseState, LeaseStep
 from .states import Change, transition
+
+
+def generation_at(store: TaskStore, task_id: str, seq: int) -> int:
+    """A task's generation after its log entry ``seq`` (the A2A 1.1 draft,
+    docs/generations.rst), counted from its log: the entries up to ``seq`` that are
+    not a caller's message (a chunk is one, and is not decoded to tell)."""
+    return sum(1 for entry in store.entries(task_id, 0, through=seq)
+               if entry_moves_generation(entry))
+
+
+def know_generation(store: TaskStore, record: TaskRecord) -> TaskRecord:
+    """``record`` with its generation known: a task stored before generations were
+    kept has none in its snapshot, and gets it counted from its log (once per load;
+    its next stored snapshot keeps it)."""
+    if not record.generation and record.seq:
+        record.outline.generation = generation_at(store, record.task_id, record.seq) \
+            - record.unfolded
+    return record
 
 
 def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message:
@@ -28,42 +47,37 @@ def agent_message(text: str, task_id: str = "", context_id: str = "") -> Message
                    task_id=task_id, context_id=context_id)
 
 
+class LeaseHeld(RuntimeError):
+    """Another process holds a live lease on the task: a run must not start on it
+    (the store refused the lease, :meth:`~a2a_flask.stores.TaskStore.acquire_lease`)."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id} is being run by another process (its lease "
+                         "is live); it is not run twice")
+        self.task_id = task_id
+
+
 @dataclass
 class Lease:
     """A run's lease on its task (see :mod:`.keeper`): taken before the run starts,
-    or, for a new task, with the run's first write (:meth:`.Keeper.hold`)."""
+    or, for a new task, with the run's first write (:meth:`.Keeper.hold`).  Its
+    states and what moves it: :data:`.lifecycles.LEASE_TABLE`."""
 
     owner: str
     #: How long the lease lasts between renewals (seconds).
     ttl: float = 0.0
-    #: Whether it is in the store; False while deferred to the run's first write.
-    taken: bool = True
-    #: Let go with the run's last write (the one that finished the task), or never
-    #: needed (the run's first write finished a new task).
-    released: bool = False
+    #: Where it is; moved only by the writer and the keeper, as the table says.
+    state: LeaseState = LeaseState.HELD
 
     @property
     def held(self) -> bool:
         """Whether the store holds this lease now (the keeper renews it)."""
-        return self.taken and not self.released
+        return self.state is LeaseState.HELD
 
-    def before_write(self, store: TaskStore, task_id: str, after: TaskRecord) -> Optional["Lease"]:
-        """Ready this lease for the run's write that makes ``after``; this lease if
-        that write lets it go (the write that finishes the task, once), else None.
-
-        A deferred lease is taken now when the task goes on running (it then has a
-        lease before it is stored); a task that is finished by its first write
-        never needs one."""
-        if self.released:
-            return None  # let go already, or never needed
-        if not self.taken:
-            if after.state.terminal:
-                self.released = True  # never taken: nothing to let go
-            else:
-                store.acquire_lease(task_id, self.owner, self.ttl)
-                self.taken = True
-            return None
-        return self if after.state.terminal else None
+    def step(self, event: LeaseEvent) -> LeaseStep:
+        """What ``event`` asks of the store for this lease, and its state after (the
+        lease does not move: see :meth:`TaskWriter.commit`)."""
+        return LEASE_TABLE[self.state][event]  # (as lease_step: read on every write)
 
 
 class TaskWriter:
@@ -95,14 +109,17 @@ class TaskWriter:
         Raises :class:`~a2a_flask.errors.TaskTooLargeError` when the
         events would take the task past ``max_task_bytes`` (with a violation
         on ``message.parts`` when ``caller``: they carry a caller's message).
-        ``lease`` is the committing run's own: released with the events that
-        finish the task, in the same round trip where the store can.
+        ``lease`` is the committing run's own, moved with the write as
+        :data:`.lifecycles.LEASE_TABLE` says (taken first by a deferred run whose
+        task goes on, released with the events that finish the task in the same
+        round trip where the store can).
         """
         while True:
             fresh = known is None
             record, known = (self.store.load(task_id) if fresh else known), None
             if record is None:
                 raise TaskNotFoundError(metadata={"taskId": task_id})
+            know_generation(self.store, record)  # (a task stored before they were kept)
             try:
                 events = build(record)
                 if not events:
@@ -112,14 +129,10 @@ class TaskWriter:
                 if fresh:
                     raise
                 continue  # judged on a stale record: judge again on the stored one
-            release = lease.before_write(self.store, task_id, after) if lease else None
+            seq = record.seq
             try:
-                if release is not None:
-                    self.store.append_released(task_id, record.seq, events, after,
-                                               release.owner)
-                    release.released = True
-                else:
-                    self.store.append(task_id, record.seq, events, after)
+                self._write(task_id, after, lease,
+                            lambda releasing: self._append(task_id, seq, events, after, releasing))
             except SequenceConflict:
                 continue
             observe.committed(self.sender, record.state, after.outline, record.created_at)
@@ -139,22 +152,69 @@ class TaskWriter:
         except TaskTooLargeError:
             self._create_alone(record, first_event, lease)
             raise
-        release = lease.before_write(self.store, record.task.id, after) if lease else None
-        self.store.create_with(record, first_event, events, after,
-                               release_owner=release.owner if release is not None else None)
-        if release is not None:
-            release.released = True
+        self._write(record.task.id, after, lease,
+                    lambda releasing: self.store.create_with(record, first_event, events, after,
+                                                             release_owner=releasing))
         observe.created(self.sender, record.task.id, record.task.context_id)
         observe.committed(self.sender, record.state, after.outline, record.created_at)
         return after
 
+    def create_claimed(self, record: TaskRecord, claim: OnceClaim,
+                       lease: Optional[Lease] = None) -> str:
+        """Create the task of ``record`` (its log the task alone) and bind ``claim`` with
+        it, in one store write where the store can (an idempotent send's acceptance,
+        :meth:`~a2a_flask.stores.base.TaskStore.create_claimed`): the value bound,
+        ``claim.value`` when this call bound it and made the task, else the first
+        send's (nothing was written, the lease stays as it was).  A DEFERRED ``lease``
+        is taken in the same write (its TAKE_FIRST, :data:`.lifecycles.LEASE_TABLE`)."""
+        owner: Optional[str] = None
+        step = None
+        if lease is not None:
+            step = lease.step(LeaseEvent.WRITE)  # (a new task is SUBMITTED: it goes on)
+            if step.action is LeaseAction.TAKE_FIRST:
+                owner = lease.owner
+        held = self.store.create_claimed(record, record.task, claim, owner,
+                                         lease.ttl if lease is not None else 0.0)
+        if held != claim.value:
+            return held
+        if lease is not None and step is not None:
+            lease.state = step.then
+        observe.created(self.sender, record.task.id, record.task.context_id)
+        return held
+
     def _create_alone(self, record: TaskRecord, first_event: Event,
                       lease: Optional[Lease]) -> None:
         """The task as ``record``, its log ``first_event`` alone (it goes on running)."""
-        if lease is not None:
-            lease.before_write(self.store, record.task.id, record)
-        self.store.create(record, first_event)
+        self._write(record.task.id, record, lease,
+                    lambda releasing: self.store.create(record, first_event))
         observe.created(self.sender, record.task.id, record.task.context_id)
+
+    def _write(self, task_id: str, after: TaskRecord, lease: Optional[Lease],
+               write: Callable[[Optional[str]], object]) -> None:
+        """Make a write that leaves the task as ``after``, doing what it asks of the
+        writing run's ``lease`` (:data:`.lifecycles.LEASE_TABLE`): ``write`` gets the
+        owner whose lease it lets go with it (None: it lets none go).  The lease
+        moves once the store did what the move asks: taken first, it is HELD
+        whatever the write does; a write that raises leaves it as it was."""
+        if lease is None:
+            write(None)
+            return
+        step = lease.step(LeaseEvent.FINISHING_WRITE if after.state.terminal
+                          else LeaseEvent.WRITE)
+        if step.action is LeaseAction.TAKE_FIRST:
+            if not self.store.acquire_lease(task_id, lease.owner, lease.ttl):
+                raise LeaseHeld(task_id)  # the lease stays DEFERRED, the write undone
+            lease.state = step.then
+        write(lease.owner if step.action is LeaseAction.RELEASE_WITH_WRITE else None)
+        lease.state = step.then
+
+    def _append(self, task_id: str, seq: int, events: List[Event], after: TaskRecord,
+                releasing: Optional[str]) -> None:
+        """Append ``events`` after ``seq``, letting ``releasing``'s lease go with them."""
+        if releasing is None:
+            self.store.append(task_id, seq, events, after)
+        else:
+            self.store.append_released(task_id, seq, events, after, releasing)
 
     def landed(self, task_id: str, seq: int, events: List[Event]) -> bool:
         """Whether the log holds exactly ``events`` right after ``seq``: an append

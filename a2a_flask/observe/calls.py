@@ -86,11 +86,6 @@ def open_call(sender: Any, binding: str, headers: Any) -> CallNote:
     return CallNote(sender, binding, headers)
 
 
-def current_call() -> Optional[CallNote]:
-    """The call being handled in this greenlet or thread, if any."""
-    return _call.get()
-
-
 class StreamNote:
     """One SSE response: ``stream_opened`` when it starts, ``stream_closed`` when it ends."""
 

@@ -14,6 +14,7 @@ import os
 from typing import Any, Dict, Optional, Tuple
 
 from .. import signals
+from ..version import install_extra
 from .otel import state_label
 
 #: prometheus_client, imported on first use (an app without metrics never loads it).
@@ -123,7 +124,7 @@ def metrics() -> Metrics:
             import prometheus_client.multiprocess
         except ImportError:
             raise RuntimeError("A2A_METRICS_PATH needs prometheus-client: "
-                               "pip install 'a2a-flask[prometheus]'") from None
+                               + install_extra("prometheus")) from None
         _prom = prometheus_client
         _metrics = Metrics()
     return _metrics

@@ -83,6 +83,9 @@ class StreamContext:
     final: Callable[[Event], bool]
     #: The artifact ids of a task in order (0.1 numbers artifacts by position).
     artifact_ids: Callable[[str], List[str]]
+    #: ``(task id, seq)`` -> the task's generation after its log entry ``seq`` (the
+    #: 1.1 draft: a stream resumed after ``Last-Event-ID`` counts it from the log).
+    generation_at: Optional[Callable[[str, int], int]] = None
 
 
 @dataclass
@@ -96,6 +99,8 @@ class CallContext:
     last_event_id: Optional[int] = None
     #: The authenticated caller (None: anonymous); ``owner`` is its id.
     principal: Optional[Principal] = None
+    #: The ``Idempotency-Key`` header as sent (None: none), checked where a send uses it.
+    idempotency_key: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.principal is not None:

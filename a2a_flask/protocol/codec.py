@@ -53,6 +53,7 @@ def field_specs(cls: type) -> Tuple[_FieldSpec, ...]:
                 bool(f.metadata.get("required")),
             )
             for f in dataclasses.fields(cls)
+            if not f.metadata.get("draft")  # a draft's member: its dialect's own business
         )
         _SPECS[cls] = specs
     return specs

@@ -10,7 +10,10 @@ client's own classes, beside :class:`A2AError` rather than under it: the
 server never renders them.  They are defined here all the same, so that
 :mod:`a2a_flask.errors`, the public face of this module that draws the whole
 tree, names them without importing the client (nor ``requests``, which a server
-imports only when it pushes).
+imports only when it pushes).  So are the errors of a2a_flask's own parts, a
+signature that does not verify (:mod:`a2a_flask.signing`) and a store that
+cannot be used (:mod:`a2a_flask.stores`): every exception a user of a2a_flask
+catches or raises has its one class here, under :class:`A2AException`.
 """
 from __future__ import annotations
 
@@ -24,7 +27,8 @@ FieldViolation = Tuple[str, str]
 
 
 class A2AException(Exception):
-    """The root of the tree: anything that went wrong in an A2A exchange, on either side.
+    """The root of the tree: anything that went wrong in an A2A exchange, on either
+    side, or in a2a_flask's own parts (a signature, the store).
 
     :ivar message: what went wrong, in words.
     :ivar response: the HTTP response (a :class:`requests.Response`) the client
@@ -242,6 +246,16 @@ class VersionNotSupportedError(A2AError):
     default_message = "Version not supported"
 
 
+class TaskGenerationMismatchError(A2AError):
+    """-32010 (A2A 1.1 draft): a message's ``configuration.ifGenerationMatch`` is not
+    the task's generation; the task is unchanged.  ErrorInfo metadata: ``taskId``,
+    ``expectedGeneration``, ``currentGeneration`` (docs/generations.rst)."""
+
+    code, reason = -32010, "TASK_GENERATION_MISMATCH"
+    http_status, grpc_status = 409, "ABORTED"
+    default_message = "Task generation mismatch"
+
+
 # ---------------------------------------------------------------- this server's own codes
 #
 # The spec names no JSON-RPC codes for these (it says to use HTTP 401/403 at
@@ -306,6 +320,15 @@ class TaskTooLargeError(InvalidParamsError):
     default_message = "The task would exceed its size limit"
 
 
+class IdempotencyKeyReusedError(InvalidParamsError):
+    """A send carries an ``Idempotency-Key`` the caller already used for another
+    request (a different message or configuration): JSON-RPC -32602, REST 422.
+    Nothing is stored; the first request's task is left as it is (docs/safe-retries.rst)."""
+
+    reason, http_status = "IDEMPOTENCY_KEY_REUSED", 422
+    default_message = "This Idempotency-Key was used for another request"
+
+
 class RequestTimeoutError(InvalidRequestError):
     """The request body did not arrive within ``A2A_BODY_TIMEOUT``: HTTP 408, JSON-RPC -32600."""
 
@@ -331,6 +354,20 @@ class StoreUnavailable(A2AError):
     default_message = "The task store is unavailable; try again shortly"
     #: Seconds a client should wait before it tries again.
     retry_after = 5
+    headers = {"Retry-After": str(retry_after)}
+
+
+class WorkerStoppingError(A2AError):
+    """The worker that received a send is stopping (a deploy, a reload, a recycle):
+    it starts no new work it might not finish.  Nothing was accepted; the client
+    (or a proxy, on the 503) sends it again, to a worker that is not stopping.
+    REST and JSON-RPC alike answer HTTP 503 with ``Retry-After``."""
+
+    code, reason, http_status, grpc_status = -32603, "WORKER_STOPPING", 503, "UNAVAILABLE"
+    default_message = "This server is stopping and accepts no new tasks; send it again"
+    jsonrpc_http_status = 503
+    #: Seconds a client should wait before it tries again (another worker takes it).
+    retry_after = 1
     headers = {"Retry-After": str(retry_after)}
 
 
@@ -401,3 +438,84 @@ class A2AResponseError(A2ATransportError, InvalidAgentResponseError):
 
 class CardVerificationError(A2AException):
     """The agent card carries no signature that the keys you trust verify."""
+
+
+# ---------------------------------------------------------------- beside the exchange
+#
+# Raised by a2a_flask's own parts, not by an agent's answer: a signature that does
+# not verify and a store that cannot be opened or used.  Neither is rendered on the
+# wire; each keeps the base it always had, so an ``except ValueError`` around a
+# verification still catches a bad signature.
+
+
+class SignatureError(A2AException, ValueError):
+    """A signature that does not verify; ``str(err)`` says precisely why.
+
+    Also a :class:`ValueError`, which is what it was before it joined the tree.
+    """
+
+
+class CardSignatureError(SignatureError):
+    """A signed agent card that :func:`~a2a_flask.signing.cards.verify_card` refuses:
+    no signature, or none that the keys given verify."""
+
+
+class PushSignatureError(SignatureError):
+    """A push notification's token that :func:`~a2a_flask.signing.pushes.verify_push`
+    refuses: its signature, body hash, task or validity window."""
+
+
+class StoreError(A2AException):
+    """The store cannot be opened or used (bad URL, missing driver, unusable tables,
+    a value past its ceiling).
+
+    What stores raise for a problem that waiting will not fix; an outage that will
+    pass is :class:`StoreUnavailable`.
+    """
+
+
+#: The error tree, every class a user catches or raises: what ``a2a_flask.errors``,
+#: ``a2a_flask`` and ``a2a_flask.client`` export (the wire constants stay by name).
+__all__ = [
+    "A2AException",
+    "A2AError",
+    "JSONParseError",
+    "InvalidRequestError",
+    "PayloadTooLargeError",
+    "RequestTimeoutError",
+    "MethodNotFoundError",
+    "InvalidParamsError",
+    "TaskTooLargeError",
+    "IdempotencyKeyReusedError",
+    "InternalError",
+    "TaskNotFoundError",
+    "TaskNotCancelableError",
+    "PushNotificationNotSupportedError",
+    "UnsupportedOperationError",
+    "StreamingNotSupportedError",
+    "InvalidTaskStateError",
+    "ContentTypeNotSupportedError",
+    "UnsupportedMediaTypeError",
+    "InvalidAgentResponseError",
+    "ExtendedAgentCardNotConfiguredError",
+    "ExtensionSupportRequiredError",
+    "VersionNotSupportedError",
+    "TaskGenerationMismatchError",
+    "UnauthenticatedError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "ResourceUnavailableError",
+    "StoreUnavailable",
+    "WorkerStoppingError",
+    "A2ATransportError",
+    "A2AConnectionError",
+    "A2ATimeoutError",
+    "A2AHTTPError",
+    "NoAgentError",
+    "A2AResponseError",
+    "CardVerificationError",
+    "SignatureError",
+    "CardSignatureError",
+    "PushSignatureError",
+    "StoreError",
+]

@@ -92,19 +92,42 @@ def _replaced(model: M, **changes: Any) -> M:
     return copy
 
 
+def moves_generation(event: Event) -> bool:
+    """Whether ``event`` is a mutation of the A2A 1.1 draft's task generation
+    (docs/generations.rst): every event of a task's log but a caller's message, which
+    changes neither the task's state nor its artifacts (and no stream shows it)."""
+    return not isinstance(event, Message)
+
+
+def entry_moves_generation(entry: LogEntry) -> bool:
+    """:func:`moves_generation` for a log entry: a chunk does (and is not decoded to tell)."""
+    return entry.chunk or moves_generation(entry.event)
+
+
+def _after(task: Task, count: int = 1) -> int:
+    """The generation after ``count`` mutations of ``task`` (0 stays 0: not known)."""
+    return task.generation + count if task.generation else 0
+
+
 def apply_event(task: Task, event: Event) -> Task:
-    """The snapshot that results from ``event``; ``task`` itself is left untouched."""
+    """The snapshot that results from ``event``; ``task`` itself is left untouched.
+
+    The snapshot's :attr:`~.models.Task.generation` moves with it: +1 for every event
+    but a caller's message (:func:`moves_generation`), a whole task replacing the
+    task (a restart) included."""
     if isinstance(event, Task):
-        return event
+        return _replaced(event, generation=_after(task)) if task.generation else event
     if isinstance(event, Message):
         # The agent's last word (say, its question) comes before the user's answer.
         return _replaced(task, history=_with_status_message(task) + [event],
                           status=_replaced(task.status, message=None))
     if isinstance(event, TaskStatusUpdateEvent):
         # The previous status message becomes part of the conversation.
-        return _replaced(task, status=event.status, history=_with_status_message(task))
+        return _replaced(task, status=event.status, history=_with_status_message(task),
+                         generation=_after(task))
     if isinstance(event, TaskArtifactUpdateEvent):
-        return _replaced(task, artifacts=_merge_artifact(task.artifacts, event))
+        return _replaced(task, artifacts=_merge_artifact(task.artifacts, event),
+                         generation=_after(task))
     raise TypeError(f"not a task event: {event!r}")
 
 
@@ -121,6 +144,7 @@ def apply_events(task: Task, events: Sequence[Event]) -> Task:
             continue
         artifact_id = event.artifact.artifact_id
         parts: List[Part] = []
+        joined = 0
         while index < count:
             later = events[index]
             if not (isinstance(later, TaskArtifactUpdateEvent) and later.append
@@ -128,10 +152,14 @@ def apply_events(task: Task, events: Sequence[Event]) -> Task:
                 break
             parts += later.artifact.parts
             index += 1
+            joined += 1
         if parts:  # the artifact exists now: the run's parts join it as one chunk
             task = apply_event(task, TaskArtifactUpdateEvent(
                 event.task_id, event.context_id, Artifact(artifact_id=artifact_id, parts=parts),
                 append=True))
+            joined -= 1  # (that one apply counted one)
+        if joined and task.generation:  # each chunk is one event: one generation each
+            task = _replaced(task, generation=task.generation + joined)
     return task
 
 

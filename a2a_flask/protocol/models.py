@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,6 +35,9 @@ from typing import (
 
 REQUIRED: Dict[str, Any] = {"required": True}
 ALWAYS: Dict[str, Any] = {"always": True}
+#: A member of the A2A 1.1 draft (docs/generations.rst): the 1.0 codec neither writes
+#: nor reads it (1.0 answers stay as they were); the 1.1 dialect does, by hand.
+DRAFT: Dict[str, Any] = {"draft": "1.1"}
 
 
 def new_id() -> str:
@@ -70,11 +74,17 @@ def format_timestamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (moment.microsecond // 1000)
 
 
+#: A timestamp's fraction of a second: before Python 3.11, ``fromisoformat`` reads
+#: only 3 or 6 digits of it, and RFC 3339 allows any number.
+_FRACTION = re.compile(r"^(.{10}.\d\d:\d\d:\d\d)\.(\d+)")
+
+
 def parse_timestamp(text: str) -> str:
     """Normalise any RFC 3339 timestamp to our canonical form (raises ValueError)."""
     cleaned = text.strip()
     if cleaned.endswith(("Z", "z")):
         cleaned = cleaned[:-1] + "+00:00"
+    cleaned = _FRACTION.sub(lambda m: f"{m.group(1)}.{m.group(2)[:6].ljust(6, '0')}", cleaned)
     moment = datetime.fromisoformat(cleaned)
     if moment.tzinfo is None:
         raise ValueError("timestamp needs a time zone (use Z for UTC)")
@@ -326,6 +336,8 @@ class Task:
     artifacts: List[Artifact] = field(default_factory=list)
     history: List[Message] = field(default_factory=list)
     metadata: Optional[Dict[str, Any]] = None
+    #: 1.1 draft: 1 at creation, +1 per status or artifact event (0: not known).
+    generation: int = field(default=0, metadata=DRAFT)
 
 
 @dataclass
@@ -334,6 +346,9 @@ class TaskStatusUpdateEvent:
     context_id: str = field(default="", metadata=REQUIRED)
     status: TaskStatus = field(default_factory=TaskStatus, metadata=REQUIRED)
     metadata: Optional[Dict[str, Any]] = None
+    #: 1.1 draft: the task's generation after this event (read by the client; the
+    #: server's log does not keep it, its streams count it).
+    generation: int = field(default=0, metadata=DRAFT)
 
 
 @dataclass
@@ -344,6 +359,8 @@ class TaskArtifactUpdateEvent:
     append: bool = False
     last_chunk: bool = False
     metadata: Optional[Dict[str, Any]] = None
+    #: 1.1 draft: as :attr:`TaskStatusUpdateEvent.generation`.
+    generation: int = field(default=0, metadata=DRAFT)
 
 
 @dataclass
@@ -458,6 +475,8 @@ class SendMessageConfiguration:
     task_push_notification_config: Optional[TaskPushNotificationConfig] = None
     history_length: Optional[int] = None
     return_immediately: bool = False
+    #: 1.1 draft: refuse the message unless the task's generation is this one.
+    if_generation_match: Optional[int] = field(default=None, metadata=DRAFT)
 
 
 @dataclass
@@ -473,6 +492,8 @@ class GetTaskRequest:
     id: str = field(default="", metadata=REQUIRED)
     history_length: Optional[int] = None
     tenant: str = ""
+    #: 1.1 draft: long-poll until the task's generation is past this one.
+    current_generation: Optional[int] = field(default=None, metadata=DRAFT)
 
 
 @dataclass

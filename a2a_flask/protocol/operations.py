@@ -4,16 +4,22 @@ Each :class:`Operation` names the 1.0 JSON-RPC method, its request model, the
 :class:`Service` method that performs it, whether it answers with a stream,
 and its HTTP+JSON routes (1.0 under ``/rest``, 0.3 under ``/rest/v1``).  From
 it come the 1.0 JSON-RPC method map (:mod:`a2a_flask.dialects.v1`), the REST
-routes of both flavours (:mod:`a2a_flask.web.rest`), and the method names of
-metrics and spans.  The older dialects map their own method names onto these
+routes of both flavours (:mod:`a2a_flask.web.rest`), the method names of
+metrics and spans, and the client's: :class:`a2a_flask.client.A2AClient` has one
+method per operation, named as its :class:`Service` method, and its 1.0
+transports send the method and REST route of the entry.  The older dialects map their own method names onto these
 operations and add only how they parse and render.
 
 To add an operation: add its entry to :data:`OPERATIONS` and its method to
 :class:`Service` (and to the engine's ``AgentService``, which must conform: the
 type check says where it does not).  The 1.0 JSON-RPC method, the 1.0 REST
-routes and the metric names follow from the entry; the 0.3 and 0.1 dialects
+routes, the metric names and the client's calls follow from the entry (the client
+method itself is written by hand: its arguments are the caller's, not a model); the 0.3 and 0.1 dialects
 never gain it (they are history).  ``tests/unit/test_operations.py`` checks that
-everything derived covers the table and nothing else lists operations.
+everything derived covers the table and nothing else lists operations;
+``tests/client/test_client_operations.py`` that the client has each, and the fuzz
+suites (``tests/fuzz``) and the auth matrix (``tests/web/test_auth*.py``) fail until
+the new operation is fuzzed and auth-tested.
 
 The table only names things: it imports nothing but the 1.0 models, and rules
 are strings in the routing syntax of the web layer (``<a2aid:name>`` is one
@@ -21,9 +27,11 @@ path segment; a variable is named as the request member it fills).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import (Any, Callable, Dict, Generic, Iterator, Optional, Protocol, Tuple, Type,
-                    TypeVar, Union)
+from typing import (Any, Callable, Dict, Generic, Iterator, Mapping, Optional, Protocol, Tuple,
+                    Type, TypeVar, Union)
+from urllib.parse import quote
 
 from . import models as m
 from .calls import CallContext, ServedItem
@@ -91,6 +99,21 @@ class Route:
     verbs: Tuple[str, ...]
     rule: str
     source: str = ""
+
+    @property
+    def variables(self) -> Tuple[str, ...]:
+        """The request members the path holds, in order."""
+        return tuple(_VARIABLE.findall(self.rule))
+
+    def path(self, members: Mapping[str, Any]) -> str:
+        """The rule with each variable replaced by its member's value (JSON names),
+        percent-encoded as one path segment (``/`` too); a missing member is empty."""
+        return _VARIABLE.sub(lambda found: quote(str(members.get(found.group(1), "")), safe=""),
+                             self.rule)
+
+
+#: A variable of a rule: ``<a2aid:name>``.
+_VARIABLE = re.compile(r"<a2aid:(\w+)>")
 
 
 @dataclass(frozen=True)
@@ -178,3 +201,5 @@ OPERATIONS: Tuple[Operation[Any], ...] = (
 
 #: The operations by 1.0 method name.
 BY_NAME: Dict[str, Operation[Any]] = {op.name: op for op in OPERATIONS}
+#: The operations by :class:`Service` method name (the client's method names too).
+BY_METHOD: Dict[str, Operation[Any]] = {op.service_method: op for op in OPERATIONS}

@@ -31,6 +31,7 @@ import logging
 import random
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set
 
@@ -40,7 +41,7 @@ from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable
 from ..protocol.jsontext import json_text, stream_response_text
 from ..protocol.models import Message, Role, Task
-from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
+from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind, unscoped
 from ..stores.grace import ride_out
 from ..stores.shared import SharedLog
 from .guard import UnsafeWebhookError
@@ -51,6 +52,10 @@ log = logging.getLogger("a2a_flask.push")
 #: How long a drain sleeps when the store's wait returned early with no new event
 #: (seconds): a store whose wait cannot block is polled, not spun on.
 IDLE_POLL = 0.5
+
+#: How many tasks' agents a dispatcher remembers from its sweeps (a task found again
+#: past it is loaded again).
+MAX_KNOWN_TASKS = 10_000
 
 #: The longest ``Retry-After`` a receiver gets honoured (seconds); it may exceed the
 #: backoff's own ceiling: the receiver knows when it can take the push.
@@ -143,6 +148,8 @@ class PushDispatcher:
     :param owner: this process's name in claims (the runtime's keeper owner).
     :param sender: what signals are sent with (the :class:`~a2a_flask.A2A` object).
     :param signer: signs bodies (``X-A2A-Notification-Signature``), or None.
+    :param scope: the agent's store scope: a sweep delivers only its tasks' webhooks
+        (another agent on the store delivers, and signs, its own); None: every task's.
     """
 
     def __init__(self, store: TaskStore, transport: Transport, *,
@@ -150,8 +157,12 @@ class PushDispatcher:
                  owner: Callable[[], str], retry: Optional[RetryPolicy] = None,
                  claim_ttl: float = 30.0, sweep_interval: float = 2.0, signer: Any = None,
                  sender: Any = None, log: Optional[SharedLog] = None,
-                 store_grace: float = 0.0) -> None:
+                 store_grace: float = 0.0, scope: Optional[str] = None) -> None:
         self.store = store
+        self.scope = scope
+        #: Tasks a sweep found and whether they are this agent's (a task never changes
+        #: agent), the oldest dropped beyond MAX_KNOWN_TASKS.
+        self._known: "OrderedDict[str, bool]" = OrderedDict()
         #: Seconds a cursor write rides out a store outage (``A2A_STORE_GRACE``): a cursor
         #: lost would send its webhook the event again.
         self.store_grace = store_grace
@@ -186,7 +197,22 @@ class PushDispatcher:
             return
         self._last_sweep = now
         for task_id in self.store.push_backlog():
-            self.kick(task_id)
+            if self._ours(task_id):
+                self.kick(task_id)
+
+    def _ours(self, task_id: str) -> bool:
+        """Whether ``task_id`` is this agent's (the service kicks only tasks it checked)."""
+        if self.scope is None:
+            return True
+        ours = self._known.get(task_id)
+        if ours is None:
+            record = self.store.load(task_id)
+            if record is None:
+                return False  # gone: nothing to deliver
+            ours = self._known[task_id] = unscoped(record.tenant)[0] == self.scope
+            if len(self._known) > MAX_KNOWN_TASKS:
+                self._known.popitem(last=False)
+        return ours
 
     # ------------------------------------------------------------ one task
 

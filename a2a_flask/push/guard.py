@@ -133,6 +133,15 @@ def _as_address(address: Union[str, Address]) -> Address:
     return ip
 
 
+def _address_text(ip: Address) -> str:
+    """An address as text, the same on every Python (3.13 writes an IPv4-mapped IPv6
+    address as ``::ffff:1.2.3.4``, earlier versions as ``::ffff:102:304``)."""
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        value = int(ip.ipv4_mapped)
+        return f"::ffff:{value >> 16:x}:{value & 0xFFFF:x}"
+    return str(ip)
+
+
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> Optional[Tuple[ipaddress.IPv4Address, str]]:
     """The IPv4 address an IPv6 form stands for, if connecting to it reaches that IPv4 host."""
     if ip.ipv4_mapped is not None:
@@ -304,7 +313,7 @@ def _parse(url: str) -> _Parsed:
         except ValueError:
             ip = None
     if ip is not None:
-        host = str(ip)
+        host = _address_text(ip)
         url_host = f"[{host}]" if ip.version == 6 else host
     else:
         host = url_host = _normalise_hostname(raw_host)
@@ -453,7 +462,8 @@ class WebhookPolicy:
             for ip in addresses:
                 self._vet_address(parsed, ip)
         return Destination(url=parsed.url, scheme=parsed.scheme, host=parsed.host,
-                           port=parsed.port, addresses=tuple(str(ip) for ip in addresses))
+                           port=parsed.port,
+                           addresses=tuple(_address_text(ip) for ip in addresses))
 
     def check_registration(self, url: str) -> None:
         """The check when a webhook is registered: :meth:`check`, except that a host

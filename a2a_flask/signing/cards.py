@@ -14,12 +14,10 @@ import json
 import math
 from typing import Any, Dict, List
 
-from .jws import Keys, Signer, SignatureError, _b64decode, _b64encode, _dumps, _json_object,  verify_signature
+from ..protocol.errors import CardSignatureError, SignatureError
+from .jws import Keys, Signer, _b64decode, _b64encode, _dumps, _json_object, verify_signature
 
 __all__ = ["CardSignatureError", "CardSigner", "canonical_json", "signing_payload", "verify_card"]
-
-#: A card signature that does not verify; ``str(err)`` says why.
-CardSignatureError = SignatureError
 
 
 def _number(value: float) -> str:

@@ -16,13 +16,12 @@ import re
 from types import SimpleNamespace
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
+from ..protocol.errors import SignatureError
+from ..version import install_extra
+
 ALGORITHMS = ("ES256", "RS256")
 MIN_RSA_BITS = 2048
 _B64URL = re.compile(r"^[A-Za-z0-9_-]*$")
-
-
-class SignatureError(ValueError):
-    """A signature that does not verify; ``str(err)`` says precisely why."""
 
 
 @functools.lru_cache(maxsize=None)
@@ -38,8 +37,7 @@ def _crypto() -> SimpleNamespace:
         )
     except ImportError as exc:
         raise ImportError(
-            "signing needs the 'cryptography' package: "
-            "pip install 'a2a-flask[signing]'"
+            f"signing needs the 'cryptography' package: {install_extra('signing')}"
         ) from exc
     return SimpleNamespace(
         InvalidSignature=InvalidSignature, hashes=hashes, serialization=serialization,

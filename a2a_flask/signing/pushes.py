@@ -16,10 +16,10 @@ import secrets
 import time
 from typing import Any, Dict, Optional
 
+from ..protocol.errors import PushSignatureError, SignatureError
 from .jws import (
     Keys,
     Signer,
-    SignatureError,
     _b64decode,
     _b64encode,
     _crypto,
@@ -34,9 +34,6 @@ __all__ = ["BODY_HASH_CLAIM", "PushSignatureError", "PushSigner", "body_sha256",
 
 #: The claim holding the hex SHA-256 of the exact request body.
 BODY_HASH_CLAIM = "request_body_sha256"
-
-#: A push token that does not verify; ``str(err)`` says precisely why.
-PushSignatureError = SignatureError
 
 
 def body_sha256(body: bytes) -> str:
@@ -99,6 +96,18 @@ def verify_push(body: bytes, token: str, keys: Keys, *, task_id: Optional[str] =
     :returns: the verified claims.
     :raises PushSignatureError: saying which check failed.
     """
+    try:
+        return _verified_claims(body, token, keys, task_id=task_id, max_age=max_age,
+                                leeway=leeway, now=now)
+    except PushSignatureError:
+        raise
+    except SignatureError as exc:  # the JWS layer's: an encoding, a key, the signature
+        raise PushSignatureError(str(exc)) from None
+
+
+def _verified_claims(body: bytes, token: str, keys: Keys, *, task_id: Optional[str],
+                     max_age: float, leeway: float, now: Optional[float]) -> Dict[str, Any]:
+    """:func:`verify_push`'s checks, in order; the JWS layer's errors pass through."""
     _crypto()  # a missing dependency is reported whatever the token looks like
     if not isinstance(token, str) or not token:
         raise PushSignatureError("no token")

@@ -7,8 +7,9 @@ import re
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, cast
 from urllib.parse import urlsplit
 
-from .base import (Coordination, LogEntry, SequenceConflict, StoreError, StoreLimits, TaskLog,
-                   TaskQuery, TaskRecord, TaskStore, safe_url)
+from ..version import install_extra
+from .base import (Coordination, LogEntry, SequenceConflict, StoreError, StoreLimits, Tables,
+                   TaskLog, TaskQuery, TaskRecord, TaskStore, safe_url)
 from .memory import MemoryStore
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ __all__ = [
     "SequenceConflict",
     "StoreError",
     "StoreLimits",
+    "Tables",
+    "store_label",
     "MemoryStore",
     "ShelveStore",
     "SQLiteStore",
@@ -99,7 +102,9 @@ def open_store(url: Any, *, task_ttl: float = 0.0,
 
     ``shelve://relative/file`` (and ``sqlite://relative.db``) are taken relative
     to the working directory.  ``redis://host:port/db`` (``rediss://`` for TLS,
-    ``?prefix=name`` for the key prefix) needs the ``redis`` extra; ``task_ttl``
+    ``?prefix=name`` for the key prefix), ``redis+cluster://host:port,.../0`` (Redis
+    Cluster) and ``redis+sentinel://host:port,.../service_name/db`` (the master a
+    set of sentinels names) need the ``redis`` extra; ``task_ttl``
     lets Redis expire finished tasks by itself.  ``postgresql://``, ``mysql://``
     and ``mariadb://`` URLs, and a SQLAlchemy ``Engine`` in place of the URL,
     open the SQL store (the ``sql`` extra).
@@ -124,6 +129,13 @@ def open_store(url: Any, *, task_ttl: float = 0.0,
     return factory(url, task_ttl=task_ttl, limits=limits)
 
 
+def store_label(store: TaskStore, url: str = "") -> str:
+    """How messages name a store: by its URL's scheme (``"memory store"``), or by its
+    class when it was given as an object (``url`` empty)."""
+    scheme = urlsplit(url).scheme if url else ""
+    return f"{scheme} store" if scheme else type(store).__name__
+
+
 def _name_of(factory: StoreFactory) -> str:
     return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', factory)}"
 
@@ -141,7 +153,7 @@ def _file_path(scheme: str, url: str) -> str:
     parts = urlsplit(url)
     path = parts.netloc + parts.path
     if not path:
-        raise StoreError(f"{parts.scheme} store URL needs a path: {url!r}")
+        raise StoreError(f"{parts.scheme} store URL needs a path: {safe_url(url)!r}")
     check_path(scheme, path, _FILES[scheme])
     return path
 
@@ -165,6 +177,20 @@ def _open_redis(url: str, *, task_ttl: float = 0.0, limits: Optional[StoreLimits
     return RedisStore(url, task_ttl=task_ttl, limits=limits or StoreLimits())
 
 
+def _open_redis_cluster(url: str, *, task_ttl: float = 0.0,
+                        limits: Optional[StoreLimits] = None, **_: Any) -> TaskStore:
+    from .redis_cluster import RedisClusterStore
+
+    return RedisClusterStore(url, task_ttl=task_ttl, limits=limits or StoreLimits())
+
+
+def _open_redis_sentinel(url: str, *, task_ttl: float = 0.0,
+                         limits: Optional[StoreLimits] = None, **_: Any) -> TaskStore:
+    from .redis_sentinel import RedisSentinelStore
+
+    return RedisSentinelStore(url, task_ttl=task_ttl, limits=limits or StoreLimits())
+
+
 def _open_sql(url: str, *, limits: Optional[StoreLimits] = None, **_: Any) -> TaskStore:
     return cast(TaskStore, _sql().open_sql_store(url, limits=limits or StoreLimits()))
 
@@ -172,6 +198,10 @@ def _open_sql(url: str, *, limits: Optional[StoreLimits] = None, **_: Any) -> Ta
 for _scheme, _factory in [("memory", _open_memory), ("shelve", _open_shelve),
                           ("sqlite", _open_sqlite), ("redis", _open_redis),
                           ("rediss", _open_redis), ("unix", _open_redis),
+                          ("redis+cluster", _open_redis_cluster),
+                          ("rediss+cluster", _open_redis_cluster),
+                          ("redis+sentinel", _open_redis_sentinel),
+                          ("rediss+sentinel", _open_redis_sentinel),
                           ("postgresql", _open_sql), ("postgres", _open_sql),
                           ("mysql", _open_sql), ("mariadb", _open_sql)]:
     register_store(_scheme, _factory)
@@ -214,5 +244,5 @@ def _sql() -> Any:
         from . import sql
     except ImportError as exc:
         raise StoreError(f"the SQL store needs SQLAlchemy and a driver ({exc}): "
-                         "pip install 'a2a-flask[sql]'") from None
+                         + install_extra("sql")) from None
     return sql

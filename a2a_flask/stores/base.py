@@ -23,13 +23,15 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Type, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from .. import signals
+from ..concurrency import Notifier
 from ..protocol.errors import InvalidParamsError, StoreUnavailable
+from ..protocol.errors import StoreError as StoreError  # re-exported: what stores raise
 from ..protocol.events import Event as Event  # re-exported: the stores import it from here
 from ..protocol.events import LogEntry as LogEntry  # re-exported likewise
 from ..protocol.events import apply_events
+from .urls import safe_text, safe_url as safe_url  # re-exported: callers import it from here
 from ..protocol.models import (
     Task,
     TaskArtifactUpdateEvent,
@@ -46,10 +48,6 @@ class SequenceConflict(Exception):
     """Someone else appended to the task first; reload and try again."""
 
 
-class StoreError(Exception):
-    """The store cannot be opened or used (bad URL, unreachable service)."""
-
-
 @dataclass(frozen=True)
 class StoreLimits:
     """How long a networked store's calls may take and how many connections it holds
@@ -63,21 +61,14 @@ class StoreLimits:
     writer_pool_size: int = 5
 
 
-def safe_url(url: str) -> str:
-    """A store URL for messages and logs: its password masked."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(":" + parts.password + "@", ":***@")
-        return urlunsplit(parts._replace(netloc=netloc))
-    return url
-
-
 @dataclass
 class TaskRecord:
     """A task snapshot with what the server keeps about it."""
 
     task: Task
     seq: int = 0
+    #: The tenant as stored: the agent's store scope and the caller's tenant
+    #: (:func:`scoped`; the caller's tenant alone for an agent without a scope).
     tenant: str = ""
     owner: str = ""
     dialect: str = "1.0"
@@ -111,6 +102,15 @@ class TaskRecord:
     @property
     def updated_at(self) -> str:
         return self.outline.status.timestamp or self.created_at
+
+    @property
+    def generation(self) -> int:
+        """The task's generation (the A2A 1.1 draft, docs/generations.rst): the number
+        of its log's entries up to :attr:`seq` that are not a caller's message; 0 for
+        a task stored before generations were kept (counted from its log where
+        needed).  Read without folding the chunks :attr:`outline` lacks."""
+        known = self.outline.generation
+        return known + self.unfolded if known else 0
 
     def after(self, events: List[Event]) -> "TaskRecord":
         """The record after appending ``events``.
@@ -208,6 +208,16 @@ class _WithChunks(TaskRecord):
         return 0 if chunks is None else chunks[2]
 
 
+@dataclass(frozen=True)
+class OnceClaim:
+    """A key to bind with a task's creation (:meth:`TaskStore.create_claimed`), as
+    :meth:`Coordination.claim_once` binds it: ``key`` to ``value`` for ``ttl`` seconds."""
+
+    key: str
+    value: str
+    ttl: float
+
+
 @dataclass
 class PushTarget:
     """A webhook of a task: its config, who registered it in which dialect, and
@@ -233,6 +243,7 @@ def is_behind(target: PushTarget, seq: int) -> bool:
 class TaskQuery:
     """ListTasks filters, already validated."""
 
+    #: The tenant as stored (:func:`scoped`): the agent's store scope and the caller's.
     tenant: str = ""
     owner: str = ""
     context_id: str = ""
@@ -249,6 +260,17 @@ class TaskPage:
     next_page_token: str
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def backend_call(method: _Method) -> _Method:
+    """Mark a method of the store contract as one that reaches the store's data: the
+    outage guard (:func:`outages_as_unavailable`) wraps each such method of the
+    stores it decorates (:data:`CONTRACT` lists them)."""
+    setattr(method, "__backend_call__", True)
+    return method
+
+
 class TaskLog(ABC):
     """The task log: each task's snapshot and its event log, appended to under a
     compare-and-set (see the module docstring).  What readers and writers of
@@ -258,20 +280,38 @@ class TaskLog(ABC):
     closed: bool = False
     #: False until :meth:`prepare` has run without an outage (a networked store
     #: opens without touching its server: the app starts while it is down).
+    #: Only the outage guard (:func:`outages_as_unavailable`) runs :meth:`prepare`:
+    #: a store that sets this False is decorated with it.
     prepared: bool = True
     #: About how many entries one :meth:`read` returns at most: a reader catching
     #: up on a long log takes it in slices, so that no one step (decoding them
     #: all) holds the worker for long.
     read_slice: int = 250
+    #: This process's wake-ups of each task's waiters, which every store gets from
+    #: this class (made before the store's own ``__init__`` runs).  A store's writes
+    #: call ``notifier.notify(task_id)`` once written; its :meth:`wait` waits on a
+    #: ``notifier.ticket(task_id)`` taken before it looks (or, for a store that
+    #: other processes write too, on ``notifier.wait_polling``); :meth:`wake` uses it.
+    notifier: Notifier
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        # Wired here rather than in an __init__, so that a store's own __init__
+        # need not call this class's.
+        store = super().__new__(cls)
+        store.notifier = Notifier()
+        return store
+
+    @backend_call
     @abstractmethod
     def create(self, record: TaskRecord, first_event: Event) -> None:
         """Store a new task whose log starts with ``first_event`` at ``record.seq``."""
 
+    @backend_call
     @abstractmethod
     def load(self, task_id: str) -> Optional[TaskRecord]:
         """The latest record of a task, or None."""
 
+    @backend_call
     @abstractmethod
     def append(self, task_id: str, expected_seq: int, events: List[Event],
                record: TaskRecord) -> int:
@@ -284,12 +324,14 @@ class TaskLog(ABC):
         :class:`SequenceConflict` if the log moved on since ``expected_seq``.
         """
 
+    @backend_call
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
         """The task's last sequence number and state, or None: what a waiter
         checks without decoding the snapshot (stores that can, answer cheaper)."""
         record = self.load(task_id)
         return (record.seq, record.state) if record is not None else None
 
+    @backend_call
     @abstractmethod
     def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         """The log entries with a sequence number greater than ``after_seq``, in
@@ -312,17 +354,22 @@ class TaskLog(ABC):
                 yield entry
                 after_seq = entry.seq
 
+    @backend_call
     @abstractmethod
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
-        """Block until the log passes ``after_seq`` or ``timeout`` seconds pass.
+        """Block until the log passes ``after_seq`` (a write here or in another
+        process), :meth:`wake` is called for the task, or ``timeout`` seconds pass.
 
-        May return early; callers re-read the log.
+        May return early; callers re-read the log.  :attr:`notifier` does the
+        waiting for the built-in stores.
         """
 
+    @backend_call
     @abstractmethod
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         """One page of tasks, most recently updated first."""
 
+    @backend_call
     def task_ids(self) -> List[str]:
         """Every stored task's id, of every tenant and owner, in no particular order:
         for tools that walk a whole store (``flask a2a copy-store``, ``purge``).  A
@@ -331,25 +378,26 @@ class TaskLog(ABC):
 
     # -- retention
 
+    @backend_call
     @abstractmethod
     def purge(self, updated_before: str) -> int:
         """Delete terminal tasks last updated before the timestamp (with logs,
         push targets and leases); return how many went."""
 
     def wake(self, task_id: str) -> None:
-        """Wake this process's waiters on a task now (at shutdown, so streams can end).
+        """Make this process's waits on a task (:meth:`wait`) return now, although
+        nothing was written: at shutdown, so that streams can end.
 
-        The built-in stores keep their wake-ups in a ``_notifier``; another store
-        may override this (a waiter not woken still returns at its timeout).
+        Fires the task's :attr:`notifier` tickets with ``notifier.wake``.  A store
+        whose waits block on something else overrides this.
         """
-        notifier = getattr(self, "_notifier", None)
-        if notifier is not None:
-            notifier.notify(task_id)
+        self.notifier.wake(task_id)
 
     def prepare(self) -> None:
         """The store's first-use work (reaching the server, creating tables, moving
-        old keys), run once before its first call by :func:`outages_as_unavailable`;
-        an outage here is the call's outage, and the next call tries again."""
+        old keys), run once before its first call by :func:`outages_as_unavailable`
+        when :attr:`prepared` is False; an outage here is the call's outage, and the
+        next call tries again."""
 
     def close(self) -> None:
         """Release files and connections."""
@@ -364,52 +412,77 @@ class Coordination(ABC):
 
     # -- push targets: webhooks and their delivery cursors
 
+    @backend_call
     @abstractmethod
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         """Insert or replace a webhook (keyed by ``target.config.id``, keeping its place)."""
 
+    @backend_call
     @abstractmethod
     def push_targets(self, task_id: str) -> List[PushTarget]:
         """Every webhook of a task, in creation order."""
 
+    @backend_call
     @abstractmethod
     def delete_push_config(self, task_id: str, config_id: str) -> None:
         """Remove a webhook; removing a missing one is not an error."""
 
+    @backend_call
     @abstractmethod
     def record_push_progress(self, task_id: str, config_id: str, delivered_seq: int,
                              failures: int, gave_up: bool) -> None:
         """Move a webhook's cursor; a webhook deleted meanwhile stays deleted."""
 
+    @backend_call
     @abstractmethod
     def push_backlog(self) -> List[str]:
         """Tasks with a webhook that has not given up and is behind the task's log."""
 
     # -- claims: one process at a time does a job (such as a task's deliveries)
 
+    @backend_call
     @abstractmethod
     def claim(self, key: str, owner: str, ttl: float) -> bool:
         """Take or renew the claim on ``key`` for ``ttl`` seconds; False if another
         owner holds an unexpired claim."""
 
+    @backend_call
     @abstractmethod
     def release_claim(self, key: str, owner: str) -> None:
         """Drop the claim if ``owner`` still holds it."""
 
+    @backend_call
+    @abstractmethod
+    def claim_once(self, key: str, value: str, ttl: float) -> str:
+        """Bind ``key`` to ``value`` for ``ttl`` seconds unless an unexpired binding
+        holds it, in one atomic write (never a read, then a write): the value bound,
+        ``value`` itself when this call bound it.  Kept with the claims (same keys,
+        :meth:`release_claim` with ``value`` as the owner drops it); an idempotent
+        send's key (docs/safe-retries.rst).  ``value`` is at most 255 characters."""
+
     # -- leases: the process running a task's executor holds one and renews it
 
+    @backend_call
     @abstractmethod
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        """Record that ``owner`` runs the task, until ``ttl`` seconds from now."""
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> bool:
+        """Record that ``owner`` runs the task, until ``ttl`` seconds from now, if no
+        other owner holds a live lease on it: True when ``owner`` holds it now (taken
+        free, taken over once expired, or its own renewed), False when another owner's
+        lease is live (nothing changes).  One atomic set-if-absent or compare-and-set:
+        of two processes taking one task's lease at once exactly one gets True, so a
+        task never has two runs (docs/stores.rst, "Leases")."""
 
+    @backend_call
     @abstractmethod
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         """Push the expiry of ``owner``'s leases on these tasks ``ttl`` seconds ahead."""
 
+    @backend_call
     @abstractmethod
     def release_lease(self, task_id: str, owner: Optional[str]) -> None:
         """The run ended: drop the lease if ``owner`` still holds it (None: whoever does)."""
 
+    @backend_call
     @abstractmethod
     def expired_leases(self) -> List[str]:
         """Tasks whose lease ran out: their runner stopped without releasing it."""
@@ -423,10 +496,24 @@ class TaskStore(TaskLog, Coordination):
     :class:`~.coordination.DictCoordination`, then this) for a new store, and
     register its URL scheme with :func:`a2a_flask.stores.register_store`.
 
-    Two more methods let a run's first and last writes go in one round trip each
-    where the store can; by default they are the calls they stand for.
+    Three more methods let a run's first and last writes, and an idempotent send's
+    acceptance, go in one round trip each where the store can; by default they are
+    the calls they stand for.
     """
 
+    #: True for a store whose tasks live in this process only (the memory store):
+    #: other processes cannot see them.  Such a store is refused under a runner in
+    #: other processes (``A2A_RUNNER=celery``), warned about under several gunicorn
+    #: workers and by ``flask a2a doctor``, each agent of an app gets its own, and
+    #: the ``flask a2a`` commands, in a process of their own, say it is not theirs
+    #: to read or copy.  It cannot be down: :meth:`answering` says True.
+    process_local: bool = False
+    #: When the store last answered a call (:func:`time.monotonic`), and ``-inf``
+    #: until it has or after an outage; :meth:`answering` reads it.  The outage
+    #: guard (:func:`outages_as_unavailable`) keeps it for the calls it guards.
+    answered_at: float = -math.inf
+
+    @backend_call
     def create_with(self, record: TaskRecord, first_event: Event, events: List[Event],
                     after: TaskRecord, release_owner: Optional[str] = None) -> int:
         """:meth:`create` the task and :meth:`append` ``events`` to it (``after`` is the
@@ -439,6 +526,40 @@ class TaskStore(TaskLog, Coordination):
             self.release_lease(record.task.id, release_owner)
         return seq
 
+    @backend_call
+    def create_claimed(self, record: TaskRecord, first_event: Event, claim: OnceClaim,
+                       lease_owner: Optional[str] = None, lease_ttl: float = 0.0) -> str:
+        """Bind ``claim`` (:meth:`claim_once`), :meth:`create` the task and, with
+        ``lease_owner``, take its lease for ``lease_ttl`` seconds (:meth:`acquire_lease`),
+        all or nothing: an idempotent send's acceptance (docs/safe-retries.rst).
+        Returns the value bound: ``claim.value`` when this call bound it and made the
+        task, else the unexpired binding's, and then nothing was written.  Raises
+        :class:`SequenceConflict` (nothing written) when the task exists or another
+        owner's live lease holds its id.
+
+        This default makes the calls it stands for, one after another, and undoes the
+        binding when a later one fails (a crash between them leaves a binding without
+        its task: docs/safe-retries.rst says what a retry does then).  Stores that can
+        make it one atomic write override it (docs/stores.rst lists which)."""
+        held = self.claim_once(claim.key, claim.value, claim.ttl)
+        if held != claim.value:
+            return held
+        try:
+            if lease_owner is not None and not self.acquire_lease(
+                    record.task.id, lease_owner, lease_ttl):
+                raise SequenceConflict(record.task.id)
+            self.create(record, first_event)
+        except BaseException:
+            try:
+                if lease_owner is not None:
+                    self.release_lease(record.task.id, lease_owner)
+                self.release_claim(claim.key, claim.value)
+            except Exception:  # the first error is the caller's; the rest expire
+                pass
+            raise
+        return held
+
+    @backend_call
     def append_released(self, task_id: str, expected_seq: int, events: List[Event],
                         record: TaskRecord, owner: str) -> int:
         """:meth:`append` events that finish the task, and release ``owner``'s lease on
@@ -450,19 +571,43 @@ class TaskStore(TaskLog, Coordination):
 
     def answering(self, within: float) -> bool:
         """Whether this store answered a call in the last ``within`` seconds and no call
-        met an outage since: then a new run may defer its lease to its first write
-        (:meth:`~a2a_flask.engine.keeper.Keeper.hold`).  :func:`outages_as_unavailable`
-        keeps the time for the stores it guards; a store that does not say stays
-        False (its runs take their lease before the agent's code runs)."""
-        answered_at: float = self.__dict__.get("_answered_at", -math.inf)
-        return time.monotonic() - answered_at < within
+        met an outage since (:attr:`answered_at`): then a new run may defer its lease
+        to its first write (:meth:`~a2a_flask.engine.keeper.Keeper.hold`).  Always
+        True for a :attr:`process_local` store.  A store that neither lives in this
+        process nor is guarded by :func:`outages_as_unavailable` (nor keeps
+        :attr:`answered_at` itself) says False: its runs take their lease before the
+        agent's code runs, one store call more."""
+        if self.process_local:
+            return True  # in this process: never down
+        return time.monotonic() - self.answered_at < within
+
+    def create_tables(self) -> Optional["Tables"]:
+        """Create the store's tables and indexes where they are missing, now: what
+        ``flask a2a create-tables`` runs (a step of its own in a deploy, before the
+        servers start).  Safe to run again, and from several processes at once.
+        None (the default): the store keeps no tables to create ahead of use.
+        Raises :class:`StoreError` saying why it cannot."""
+        return None
+
+
+@dataclass(frozen=True)
+class Tables:
+    """What :meth:`TaskStore.create_tables` did."""
+
+    #: Every table of the store, in the order it names them.
+    names: Tuple[str, ...]
+    #: Those this call created (the others were there already).
+    created: Tuple[str, ...]
+    #: Where they are, for people: a URL with its password hidden, a schema.
+    where: str
 
 
 # ----------------------------------------------------------- outages
 
-#: The methods of the contract: what :func:`outages_as_unavailable` guards.
-CONTRACT = tuple(sorted(TaskStore.__abstractmethods__
-                        | {"head", "task_ids", "create_with", "append_released"}))
+#: The methods of the contract that reach a store's data (those marked with
+#: :func:`backend_call`): what :func:`outages_as_unavailable` guards.
+CONTRACT = tuple(sorted(name for name in dir(TaskStore)
+                        if getattr(getattr(TaskStore, name), "__backend_call__", False)))
 
 _Store = TypeVar("_Store", bound=Type[TaskStore])
 
@@ -470,12 +615,17 @@ _Store = TypeVar("_Store", bound=Type[TaskStore])
 def outages_as_unavailable(errors: Tuple[Type[BaseException], ...],
                            is_outage: Callable[[BaseException], bool] = lambda exc: True,
                            ) -> Callable[[_Store], _Store]:
-    """Class decorator: the contract methods of a store raise :class:`StoreUnavailable`
-    when the backend raises one of ``errors`` that ``is_outage`` accepts.
+    """Class decorator, the outage guard: the contract methods of a store
+    (:data:`CONTRACT`) raise :class:`StoreUnavailable` when the backend raises one of
+    ``errors`` that ``is_outage`` accepts.
 
     The cause is logged (a warning at most every few seconds per store, with no
-    traceback: an outage is news for the operator, not a bug) and chained to
-    the new error; callers above the stores see one error type for every backend.
+    traceback: an outage is news for the operator, not a bug), sent as the
+    ``store_error`` signal and chained to the new error; callers above the stores
+    see one error type for every backend.  The guard also keeps
+    :attr:`TaskStore.answered_at` (so :meth:`TaskStore.answering` is true while the
+    store answers) and runs :meth:`TaskLog.prepare` once before the first call while
+    :attr:`TaskLog.prepared` is False.
     """
     def decorate(cls: _Store) -> _Store:
         for name in CONTRACT:
@@ -499,11 +649,11 @@ def _guarded(method: Callable[..., Any], errors: Tuple[Type[BaseException], ...]
         except errors as exc:
             if not is_outage(exc):
                 raise
-            self.__dict__["_answered_at"] = -math.inf  # (see TaskStore.answering)
+            self.answered_at = -math.inf  # (see TaskStore.answering)
             report_outage(self, exc)
             signals.send(signals.store_error, None, operation=method.__name__, exception=exc)
             raise StoreUnavailable() from exc
-        self.__dict__["_answered_at"] = time.monotonic()
+        self.answered_at = time.monotonic()
         return answer
 
     return guarded
@@ -542,19 +692,32 @@ _last_report: "dict[int, float]" = {}
 
 
 def report_outage(store: TaskStore, exc: BaseException) -> None:
-    """Log a store outage, once every 5 seconds per store (they come in bursts)."""
+    """Log a store outage, once every 5 seconds per store (they come in bursts), as one
+    sentence: ``task store unavailable (SQLStore): <cause>; callers are told so until
+    it answers again``."""
     now = time.monotonic()
     if now - _last_report.get(id(store), -10.0) >= 5.0:
         _last_report[id(store)] = now
-        log.warning("task store unavailable (%s): %s: %s; callers get 'task store "
-                    "unavailable' until it answers again", type(store).__name__,
-                    type(exc).__name__, exc)
+        log.warning("task store unavailable (%s): %s; callers are told so until it answers "
+                    "again", type(store).__name__, outage_cause(exc))
+
+
+def outage_cause(exc: BaseException) -> str:
+    """What made a store unavailable, for people, on one line: the message of one of
+    our errors (written for them), a driver's with its class's name first
+    (``ConnectionError: Error 111 connecting to ...``); never a private class's name,
+    and never a secret of a URL the message quotes."""
+    text = safe_text(" ".join(str(exc).split()).rstrip("."))  # it ends mid-sentence
+    name = type(exc).__name__
+    if name.startswith("_") or type(exc).__module__.startswith("a2a_flask"):
+        return text or "no reason given"
+    return f"{name}: {text}" if text else name
 
 
 # ------------------------------------------------------ lazy snapshots
 
-#: Fewest events an append-only store lets pile up after a snapshot before
-#: it stores a new one.
+#: Fewest events a store that counts bytes (:func:`snapshot_due`) lets pile up
+#: after a snapshot before it stores a new one for their number.
 COMPACT_MIN = 32
 
 
@@ -573,19 +736,20 @@ def finishes(events: List[Event]) -> bool:
                for event in events)
 
 
-def snapshot_due(snapshot_seq: int, seq: int, events: List[Event], *,
+def snapshot_due(snapshot_seq: Optional[int], seq: int, events: List[Event], *,
                  logged: Optional[int] = None, snapshot_size: int = 0) -> bool:
-    """Whether an append of ``events`` that ends at ``seq`` should also store the snapshot.
+    """Whether an append of ``events`` that ends at ``seq`` should also store the snapshot:
+    the rule of every store that logs events after a stored snapshot.
 
     Rewriting the snapshot on every event costs O(n^2) bytes for a task of n
     events (a streamed artifact grows by a part per chunk, a conversation by a
-    message per turn).
+    message per turn).  Either way the snapshot is stored when the events finish
+    the task (a finished task reads in one lookup, and never changes again).
 
-    A store that counts bytes passes ``logged`` (the bytes of the events logged
-    since the stored snapshot, these included) and ``snapshot_size`` (the
-    stored snapshot's bytes).  The snapshot is then stored when the events
-    finish the task (a finished task reads in one lookup, and never changes
-    again); when the events since the last one are as many as those before it
+    A store that counts bytes passes ``snapshot_seq`` (the sequence number of the
+    stored snapshot), ``logged`` (the bytes of the events logged since it, these
+    included) and ``snapshot_size`` (its bytes).  The snapshot is then also
+    stored when the events since the last one are as many as those before it
     (and at least :data:`COMPACT_MIN`) and their bytes at least
     1/:data:`SNAPSHOT_RATIO` of its size; or, however few they are, when their
     bytes reach :data:`SNAPSHOT_RATIO` times its size (and
@@ -599,15 +763,22 @@ def snapshot_due(snapshot_seq: int, seq: int, events: List[Event], *,
     runtime's trimming of the history (``A2A_MAX_HISTORY``) reaches the stored
     snapshot only with the next one.
 
-    A store that does not count bytes (``logged`` None) logs only artifact
-    chunks without a snapshot, until they are as many as the events before the
-    snapshot (and at least :data:`COMPACT_MIN`), and stores the snapshot with
-    any other event (a status, a user turn).
+    A store that counts nothing (``logged`` None; ``snapshot_seq`` may be None
+    too: the SQL store, whose append is one compare-and-set that reads nothing
+    first) stores the snapshot when the log passes a power of two, and when an
+    event replaces the whole task: the last snapshot is then at least half way
+    along the log, so a load folds at most half of it, and the snapshots of a
+    task of n events sum to O(n) bytes.
     """
-    if logged is None:
-        if not only_chunks(events):
+    if logged is None:  # asked on every append: the cheapest test first, one pass after
+        if (seq - len(events)).bit_length() != seq.bit_length():
             return True
-        return seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
+        for event in events:  # one replaces the task (and may finish it), or finishes it
+            if isinstance(event, Task) or (isinstance(event, TaskStatusUpdateEvent)
+                                           and event.status.state.terminal):
+                return True
+        return False
+    assert snapshot_seq is not None, "a store that counts bytes knows its snapshot's seq"
     if finishes(events) or logged >= max(SNAPSHOT_MIN_BYTES, SNAPSHOT_RATIO * snapshot_size):
         return True
     return (seq - snapshot_seq >= max(COMPACT_MIN, snapshot_seq)
@@ -639,20 +810,51 @@ def join_key(*parts: str) -> str:
     return ":".join(f"{len(part)}:{part}" for part in parts)
 
 
+#: What parts an agent's store scope from its callers' tenant in the tenant a task is
+#: stored under (:func:`scoped`): a control character, which no tenant may hold
+#: (``protocol.calls.check_tenant``) and no scope either (``A2A_STORE_SCOPE``).
+SCOPE_SEPARATOR = "\x1f"
+
+
+def scoped(scope: str, tenant: str) -> str:
+    """The tenant a task of an agent is stored, listed and checked under: the caller's
+    ``tenant`` itself for the agent whose store scope is empty (the default agent:
+    what every task was stored under before scopes existed), else the agent's
+    ``scope``, :data:`SCOPE_SEPARATOR` and ``tenant``.
+
+    Neither part may hold the separator, so no caller's tenant makes another
+    agent's key (docs/internals.rst, invariant 10): every store keeps agents apart in
+    the tenant part of its keys and rows, as it keeps tenants apart."""
+    return scope + SCOPE_SEPARATOR + tenant if scope else tenant
+
+
+def unscoped(stored: str) -> Tuple[str, str]:
+    """The store scope and the caller's tenant of a tenant as stored (:func:`scoped`)."""
+    scope, separator, tenant = stored.partition(SCOPE_SEPARATOR)
+    return (scope, tenant) if separator else ("", stored)
+
+
 def split_key(key: str) -> List[str]:
     """The parts :func:`join_key` made ``key`` of; ValueError if it made no such key."""
+    return split_parts(key)[0]
+
+
+def split_parts(text: str, count: Optional[int] = None) -> Tuple[List[str], str]:
+    """The first ``count`` parts :func:`join_key` made at the start of ``text`` (all of
+    them, to its end, when None), and what follows them; ValueError if ``text`` does
+    not start so."""
     parts: List[str] = []
-    rest = key
+    rest = text
     while True:
         length, sep, rest = rest.partition(":")
         if not sep or not length.isdigit() or len(rest) < int(length):
-            raise ValueError(f"not a joined key: {key!r}")
+            raise ValueError(f"not a joined key: {text!r}")
         parts.append(rest[:int(length)])
         rest = rest[int(length):]
-        if not rest:
-            return parts
+        if len(parts) == count or (count is None and not rest):
+            return parts, rest
         if not rest.startswith(":"):
-            raise ValueError(f"not a joined key: {key!r}")
+            raise ValueError(f"not a joined key: {text!r}")
         rest = rest[1:]
 
 
@@ -685,8 +887,8 @@ def decode_page_token(token: str) -> Tuple[str, str]:
 
 
 def belongs(record: TaskRecord, query: TaskQuery) -> bool:
-    """Whether a record is the querying caller's: its tenant and owner, read on
-    the record itself.  Every store checks the records ListTasks returns with
+    """Whether a record is the querying caller's: its tenant (with the agent's store
+    scope, :func:`scoped`) and owner, read on the record itself.  Every store checks the records ListTasks returns with
     this, whatever its index says (an index can be wrong: keyed ambiguously, or
     naming an id that another caller took again after its task expired)."""
     return record.tenant == query.tenant and record.owner == query.owner

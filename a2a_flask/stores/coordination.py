@@ -22,7 +22,7 @@ import time
 from abc import abstractmethod
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
-from .base import Coordination, PushTarget, is_behind
+from .base import Coordination, OnceClaim, PushTarget, SequenceConflict, is_behind
 
 T = TypeVar("T")
 
@@ -208,6 +208,43 @@ class DictCoordination(Coordination):
 
         return self._coordinate(decide, durable=False)
 
+    def claim_once(self, key: str, value: str, ttl: float) -> str:
+        def decide() -> Decision[str]:
+            now = time.time()
+            held = self._claims.get(key)
+            if held is not None and held[1] >= now:
+                return [], held[0]
+            return [TakeClaim(key, value, now + ttl)], value
+
+        # Durable: a key lost to a power cut would let a retry run the agent again.
+        return self._coordinate(decide, durable=True)
+
+    def _claimed_creation(self, claim: OnceClaim, task_id: str, lease_owner: Optional[str],
+                          lease_ttl: float) -> Decision[str]:
+        """What :meth:`~.base.TaskStore.create_claimed` changes here besides the task
+        (under the store's lock, in the same step as the task's creation): the binding
+        and the lease, or nothing and the value of an unexpired binding.  Raises
+        :class:`~.base.SequenceConflict` when the task exists or another owner's live
+        lease holds its id."""
+        now = time.time()
+        held = self._claims.get(claim.key)
+        if held is not None and held[1] >= now:
+            return [], held[0]
+        if self._log_seq(task_id) is not None:
+            raise SequenceConflict(task_id)
+        changes: List[Change] = [TakeClaim(claim.key, claim.value, now + claim.ttl)]
+        if lease_owner is not None:
+            holder, expires = self._leases.get(task_id, (lease_owner, 0.0))
+            if holder != lease_owner and expires >= now:
+                raise SequenceConflict(task_id)
+            changes.append(HoldLeases((task_id,), lease_owner, now + lease_ttl))
+        return changes, claim.value
+
+    def _expired_claims(self) -> List[str]:
+        """The claims that ran out (under the lock): what retention drops."""
+        now = time.time()
+        return [key for key, (_, expires) in self._claims.items() if expires < now]
+
     def release_claim(self, key: str, owner: str) -> None:
         def decide() -> Decision[None]:
             held = self._claims.get(key)
@@ -219,9 +256,15 @@ class DictCoordination(Coordination):
 
     # ------------------------------------------------------------ leases
 
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        self._coordinate(lambda: ([HoldLeases((task_id,), owner, time.time() + ttl)], None),
-                         durable=False)
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> bool:
+        def decide() -> Decision[bool]:
+            now = time.time()
+            holder, expires = self._leases.get(task_id, (owner, 0.0))
+            if holder != owner and expires >= now:
+                return [], False  # another owner's live lease: its run goes on
+            return [HoldLeases((task_id,), owner, now + ttl)], True
+
+        return self._coordinate(decide, durable=False)
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         def decide() -> Decision[None]:

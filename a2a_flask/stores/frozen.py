@@ -45,6 +45,9 @@ SEGMENT = 250
 #: cannot copy; ``...`` is no JSON value, so no part holds it otherwise).
 _NO_DATA = ...
 
+#: The states by their string, as a frozen record keeps them.
+_STATES = {state.value: state for state in TaskState}
+
 _FREEZERS: Dict[type, Callable[[Any], Plain]] = {}
 _THAWERS: Dict[type, Callable[[Plain], Any]] = {}
 
@@ -96,9 +99,10 @@ class FrozenRecord(TaskRecord):
         self.task = record.task
         self.seq, self.tenant, self.owner = record.seq, record.tenant, record.owner
         self.dialect, self.created_at = record.dialect, record.created_at
-        # Members, not a tuple: a tuple holding the state (an object) would be tracked.
+        # Members, not a tuple, and the state by its string: a tuple (or, before
+        # Python 3.11, the instance's own __dict__) holding an object is tracked.
         self._task_id, self._context_id = record.task_id, record.context_id
-        self._state, self._updated_at = record.state, record.updated_at
+        self._state, self._updated_at = record.state.value, record.updated_at
 
     @property
     def task(self) -> Task:
@@ -122,7 +126,7 @@ class FrozenRecord(TaskRecord):
 
     @property
     def state(self) -> TaskState:
-        return self._state
+        return _STATES[self._state]
 
     @property
     def updated_at(self) -> str:

@@ -16,11 +16,11 @@ import collections
 import threading
 from typing import Callable, Deque, Dict, List, Optional, Set, Tuple, TypeVar, Union
 
-from ..concurrency import Notifier
 from ..protocol.models import TaskState
 from .base import (
     Event,
     LogEntry,
+    OnceClaim,
     SequenceConflict,
     TaskPage,
     TaskQuery,
@@ -47,6 +47,8 @@ class MemoryStore(DictCoordination, TaskStore):
     freeze_lag = 32
     #: False keeps every finished task as objects (to measure what freezing saves).
     freezes = True
+    #: Each process has its own (see :attr:`TaskStore.process_local`).
+    process_local = True
 
     def __init__(self) -> None:
         #: Each task's latest record: a :class:`FrozenRecord` once the task is frozen.
@@ -61,10 +63,6 @@ class MemoryStore(DictCoordination, TaskStore):
         self._unfrozen: Set[str] = set()
         self._reset_coordination()
         self._lock = threading.Lock()
-        self._notifier = Notifier()
-
-    def answering(self, within: float) -> bool:
-        return True  # in this process: never down
 
     def create(self, record: TaskRecord, first_event: Event) -> None:
         with self._lock:
@@ -74,7 +72,23 @@ class MemoryStore(DictCoordination, TaskStore):
             self._logs[record.task.id] = [first_event]
             if record.state.terminal:
                 self._ended(record.task.id)
-        self._notifier.notify(record.task.id)
+        self.notifier.notify(record.task.id)
+
+    def create_claimed(self, record: TaskRecord, first_event: Event, claim: OnceClaim,
+                       lease_owner: Optional[str] = None, lease_ttl: float = 0.0) -> str:
+        task_id = record.task.id
+        with self._lock:  # one step: the binding, the task and its lease
+            changes, held = self._claimed_creation(claim, task_id, lease_owner, lease_ttl)
+            if held != claim.value:
+                return held
+            for change in changes:
+                self._apply_change(change)
+            self._records[task_id] = record
+            self._logs[task_id] = [first_event]
+            if record.state.terminal:
+                self._ended(task_id)
+        self.notifier.notify(task_id)
+        return held
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         record = self._records.get(task_id)
@@ -98,7 +112,7 @@ class MemoryStore(DictCoordination, TaskStore):
             self._records[task_id] = record
             if record.state.terminal:
                 self._ended(task_id)
-        self._notifier.notify(task_id)
+        self.notifier.notify(task_id)
         return record.seq
 
     def _ended(self, task_id: str) -> None:
@@ -139,7 +153,7 @@ class MemoryStore(DictCoordination, TaskStore):
         return [LogEntry(seq, event) for seq, event in enumerate(events, start + 1)]
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
-        with self._notifier.ticket(task_id) as ticket:
+        with self.notifier.ticket(task_id) as ticket:
             record = self._records.get(task_id)
             if record is None or record.seq > after_seq or record.state.terminal:
                 return
@@ -181,4 +195,6 @@ class MemoryStore(DictCoordination, TaskStore):
                 self._logs.pop(task_id, None)
                 self._unfrozen.discard(task_id)
                 self._forget_coordination(task_id)
+            for key in self._expired_claims():  # idempotency keys, mostly
+                del self._claims[key]
         return len(gone)

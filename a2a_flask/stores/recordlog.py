@@ -96,12 +96,15 @@ def _lock_pauses(timeout: float) -> Iterator[float]:
 class RecordLog:
     """One log file (``path``) with its lock file (``lock_path``), opened in this process.
 
+    ``read_only``: the log must exist, and is only read (readers need no lock, so
+    the lock file is neither opened nor created); writing raises an OSError.
     Not thread-safe: the caller serialises calls (the shelve store holds its own lock).
     """
 
-    def __init__(self, path: str, lock_path: str) -> None:
+    def __init__(self, path: str, lock_path: str, *, read_only: bool = False) -> None:
         self.path = path
         self.lock_path = lock_path
+        self.read_only = read_only
         self._fd = -1
         self._lock_fd = -1
         self._pid = 0
@@ -116,6 +119,9 @@ class RecordLog:
         """Open the lock file and the log (creating it if needed) in this process."""
         self.close()
         self._pid = os.getpid()
+        if self.read_only:
+            self._reopen_log()
+            return
         self._lock_fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         if not os.path.exists(self.path):
             with self.locked():
@@ -124,7 +130,7 @@ class RecordLog:
         self._reopen_log()
 
     def _reopen_log(self) -> None:
-        fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+        fd = os.open(self.path, (os.O_RDONLY if self.read_only else os.O_RDWR) | os.O_CLOEXEC)
         if self._fd >= 0:
             os.close(self._fd)
         self._fd = fd

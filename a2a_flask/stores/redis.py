@@ -41,6 +41,12 @@ their index entries stay until the next purge, and an id a 0.1 client uses again
 meanwhile names someone else's task: ListTasks reads the tenant and owner of
 every task it returns from the task's own hash.
 
+``?wait_replicas=N&wait_timeout_ms=M`` makes a create or an append wait (``WAIT``)
+until N replicas have it before it is acknowledged (docs/workers-and-hosts.rst,
+"Sentinel").  The keys are made from a task's tag and a caller's (:meth:`RedisStore._key`
+and the index helpers): the Redis Cluster store (:mod:`.redis_cluster`) only changes
+the tags, and :mod:`.redis_sentinel` only how the client finds its master.
+
 ListTasks costs O(page), not O(tasks): it reads the one index that holds every
 filter (the context's, else the state's, else the caller's), newest first, from
 the page token's place, and counts ``totalSize`` with ``ZCOUNT``.  Only a query
@@ -56,14 +62,16 @@ import re
 import threading
 import time
 from datetime import datetime
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 from urllib.parse import parse_qs, urlsplit
 
-from ..concurrency import Notifier, Worker
+from ..concurrency import Worker
 from ..protocol.models import TERMINAL_STATES, TaskState
+from ..version import install_extra
 from .base import (
     Event,
     LogEntry,
+    OnceClaim,
     PushTarget,
     SequenceConflict,
     StoreError,
@@ -106,12 +114,31 @@ _OUTAGE_REPLIES = ("OOM", "READONLY", "MISCONF", "LOADING", "MASTERDOWN", "CLUST
 
 
 def _is_outage(exc: BaseException) -> bool:
-    """A connection error or timeout, or a reply saying the server is full or not ready."""
+    """A connection error or timeout, a reply saying the server is full or not ready,
+    or a cluster still moving a slot or electing a master once redis-py's own retries
+    are spent (MOVED, ASK, no node for a slot, no node reachable).  A command whose
+    keys span slots (CROSSSLOT) is a bug, not an outage."""
     import redis
+    from redis import exceptions
 
-    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError)):
+    if isinstance(exc, (redis.ConnectionError, redis.TimeoutError, exceptions.AskError,
+                        exceptions.ClusterError)):
         return True
+    if isinstance(exc, exceptions.RedisClusterException):
+        text = str(exc).lower()
+        if "not enabled" in text:  # redis+cluster:// at a Redis without cluster mode
+            return False
+        return ("slot" not in text
+                or isinstance(exc, getattr(exceptions, "SlotNotCoveredError", ())))
     return isinstance(exc, redis.ResponseError) and str(exc).startswith(_OUTAGE_REPLIES)
+
+
+def redis_errors() -> Any:
+    """redis-py's exceptions module (imported when a store is used)."""
+    from redis import exceptions
+
+    return exceptions
+
 
 _TERMINAL = frozenset(state.value for state in TERMINAL_STATES)
 
@@ -199,6 +226,27 @@ redis.call('PUBLISH', KEYS[3], ARGV[4] .. ' ' .. ARGV[7])
 return 1
 """
 
+# _CREATE with an idempotent send's key bound and the task's lease taken in the same
+# script (TaskStore.create_claimed).  KEYS: _CREATE's, then the claim.  ARGV: _CREATE's,
+# then the claim's value, its ttl ms, the lease's owner ('' for none), its ttl ms.  The
+# value bound already, 0 when the task exists or another owner's live lease holds its
+# id (nothing written then), else _CREATE's 1.
+_CREATE_CLAIMED = """
+local lease_ttl, lease_owner = table.remove(ARGV), table.remove(ARGV)
+local claim_ttl, value = table.remove(ARGV), table.remove(ARGV)
+local claim = table.remove(KEYS)
+local held = redis.call('GET', claim)
+if held then return held end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+if lease_owner ~= '' then
+  local holder = redis.call('GET', KEYS[6])
+  if holder and holder ~= lease_owner then return 0 end
+  redis.call('SET', KEYS[6], lease_owner, 'PX', lease_ttl)
+  redis.call('SADD', KEYS[7], ARGV[4])
+end
+redis.call('SET', claim, value, 'PX', claim_ttl)
+""" + _CREATE
+
 # KEYS: lease, running set.  ARGV: owner ('' for whoever holds it), task id.
 _RELEASE = """
 local holder = redis.call('GET', KEYS[1])
@@ -208,6 +256,16 @@ if ARGV[1] == '' or not holder or holder == ARGV[1] then
   return 1
 end
 return 0
+"""
+
+# KEYS: lease, running set.  ARGV: owner, ttl ms, task id.  Take a free lease or
+# renew our own; another owner's live lease is left alone (0).
+_ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[3])
+return 1
 """
 
 # KEYS: lease, running set.  ARGV: owner, ttl ms, task id.  A lease that expired
@@ -232,6 +290,14 @@ local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
+"""
+
+# KEYS: claim.  ARGV: value, ttl ms.  Bind a free key, or answer what holds it.
+_CLAIM_ONCE = """
+local holder = redis.call('GET', KEYS[1])
+if holder then return holder end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return ARGV[1]
 """
 
 # KEYS: claim.  ARGV: owner.
@@ -315,9 +381,34 @@ def _score(timestamp: str) -> float:
     return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp() * 1000
 
 
+class Creation(NamedTuple):
+    """What one create writes (:meth:`RedisStore._creation`), in the store's encoding."""
+
+    record: TaskRecord
+    context_id: str
+    state: str
+    #: The task hash's fields.
+    fields: Dict[str, str]
+    snapshot: str
+    #: The index score (the status time).
+    score: float
+    #: Seconds the finished task is kept (0: for ever, or not finished).
+    ttl: int
+    release_owner: str
+    seq: int
+    #: The log entries, encoded.
+    logged: List[str]
+
+
 @outages_as_unavailable((Exception,), _is_outage)
 class RedisStore(TaskStore):
     """See the module docstring.  ``url`` is ``redis://host:port/db[?prefix=name]``."""
+
+    #: Whether an idempotent send's key is bound in the script that makes its task
+    #: (:meth:`create_claimed`): one server, where a script may name any key.  A key
+    #: layout that puts the claim in another slot than the task (Redis Cluster) sets
+    #: it False, and the binding and the task are two steps (docs/stores.rst).
+    claims_with_tasks: bool = True
 
     def __init__(self, url: str, *, task_ttl: float = 0.0,
                  limits: Optional[StoreLimits] = None) -> None:
@@ -325,39 +416,37 @@ class RedisStore(TaskStore):
             import redis
         except ImportError:
             raise StoreError("the redis store needs the redis package: "
-                             "pip install 'a2a-flask[redis]'") from None
+                             + install_extra("redis")) from None
         limits = limits or StoreLimits()
         query = parse_qs(urlsplit(url).query)
         self.prefix = query.pop("prefix", ["a2a"])[0]
         self.task_ttl = task_ttl
         self.limits = limits
-        clean = url.split("?", 1)[0]
-
-        def client(size: int) -> Any:
-            # A blocking pool: when every connection is busy a caller waits (up to the
-            # timeout) for one instead of failing at once (redis-py's default pool).
-            pool = redis.BlockingConnectionPool.from_url(
-                clean, max_connections=size, timeout=limits.timeout,
-                socket_connect_timeout=limits.timeout, socket_timeout=limits.timeout,
-                health_check_interval=30)
-            return redis.Redis(connection_pool=pool)
-
         try:
+            #: Replicas an acknowledged create or append waits for (WAIT; 0: none).
+            self.wait_replicas = int(query.pop("wait_replicas", ["0"])[0])
+            #: How long it waits for them (milliseconds) before answering "unavailable".
+            self.wait_timeout_ms = int(query.pop("wait_timeout_ms", ["1000"])[0])
+            if self.wait_replicas < 0 or self.wait_timeout_ms <= 0:
+                raise ValueError("wait_replicas must be 0 or more, wait_timeout_ms above 0")
             # Nothing is sent yet (the first call does, see prepare): the app starts
             # while Redis is down; a URL redis-py cannot read stops it here.
             # Typed Any: redis-py's return types are unions of sync and async forms.
-            self._redis: Any = client(limits.pool_size)
+            self._redis: Any = self._connect(url, query, limits.pool_size)
             #: A running task's own writes and lease renewals: a pool readers never use.
-            self._writer: Any = client(limits.writer_pool_size)
-        except (ValueError, redis.RedisError) as exc:
-            raise StoreError(f"cannot use the redis store URL {safe_url(clean)}: {exc}") from None
+            self._writer: Any = self._connect(url, query, limits.writer_pool_size)
+        except (ValueError, redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+            raise StoreError(f"cannot use the redis store URL {safe_url(url)}: {exc}") from None
         self.prepared = False
         self._append = self._redis.register_script(_APPEND)
         self._create = self._redis.register_script(_CREATE)
+        self._create_claimed = self._redis.register_script(_CREATE_CLAIMED)
         self._renew = self._redis.register_script(_RENEW)
         self._release = self._redis.register_script(_RELEASE)
+        self._acquire = self._redis.register_script(_ACQUIRE)
         self._claim = self._redis.register_script(_CLAIM)
         self._unclaim = self._redis.register_script(_UNCLAIM)
+        self._claim_once = self._redis.register_script(_CLAIM_ONCE)
         self._progress = self._redis.register_script(_PROGRESS)
         self._settle = self._redis.register_script(_SETTLE)
         self._sweep = self._redis.register_script(_SWEEP)
@@ -365,9 +454,24 @@ class RedisStore(TaskStore):
         self._indexed = False  # the context and state indexes are whole (layout 3)
         #: (seq, snap_seq, snap_bytes, log_bytes) of tasks this process wrote last.
         self._written: Dict[str, Tuple[int, int, int, int]] = {}
-        self._notifier = Notifier()
         self._listener_lock = threading.Lock()
         self._listener_pid = 0
+
+    #: Whether indexes of 0.1.0 may be left to move (:meth:`_upgrade`).
+    legacy = True
+
+    def _connect(self, url: str, query: Dict[str, List[str]], size: int) -> Any:
+        """A client of at most ``size`` connections for the store's URL (``query``:
+        the options the store did not take)."""
+        import redis
+
+        # A blocking pool: when every connection is busy a caller waits (up to the
+        # timeout) for one instead of failing at once (redis-py's default pool).
+        timeout = self.limits.timeout
+        pool = redis.BlockingConnectionPool.from_url(
+            url.split("?", 1)[0], max_connections=size, timeout=timeout,
+            socket_connect_timeout=timeout, socket_timeout=timeout, health_check_interval=30)
+        return redis.Redis(connection_pool=pool)
 
     def prepare(self) -> None:
         """The first call's work: bring an older store's layout up to date
@@ -377,22 +481,48 @@ class RedisStore(TaskStore):
 
     # ------------------------------------------------------------ keys
 
+    # Every key is made here, from a task's tag (:meth:`_task_tag`) or a caller's
+    # (:meth:`_owner_tag`): the cluster store (redis_cluster.py) changes only the tags,
+    # so that each task's keys share a hash slot, and each caller's indexes another.
+
+    def _task_tag(self, task_id: str) -> str:
+        """What names a task in its keys: the id itself here."""
+        return task_id
+
+    def _task_of(self, tag: str) -> str:
+        """The task id a :meth:`_task_tag` names."""
+        return tag
+
+    def _owner_tag(self, tenant: str, owner: str) -> str:
+        """What names a caller in its indexes: the pair joined so that no other pair
+        makes it."""
+        return join_key(tenant, owner)
+
+    def _index_parts(self, name: str) -> List[str]:
+        """The tenant, owner (and context or state) an index's name after its kind
+        holds; ValueError for a name no index has."""
+        return split_key(name)
+
     def _key(self, kind: str, task_id: str) -> str:
-        return f"{self.prefix}:{kind}:{task_id}"
+        return f"{self.prefix}:{kind}:{self._task_tag(task_id)}"
 
     def _index(self, tenant: str, owner: str) -> str:
-        """A caller's index: the pair joined so that no other pair makes this key."""
-        return f"{self.prefix}:owned:{join_key(tenant, owner)}"
+        """A caller's index."""
+        return f"{self.prefix}:owned:{self._owner_tag(tenant, owner)}"
 
     def _context_index(self, tenant: str, owner: str, context_id: str) -> str:
-        return f"{self.prefix}:owned-ctx:{join_key(tenant, owner, context_id)}"
+        return f"{self.prefix}:owned-ctx:{self._owner_tag(tenant, owner)}:{join_key(context_id)}"
 
     def _state_indexes(self, tenant: str, owner: str) -> str:
         """The start every state index of a caller shares (the state's part follows)."""
-        return f"{self.prefix}:owned-state:{join_key(tenant, owner)}:"
+        return f"{self.prefix}:owned-state:{self._owner_tag(tenant, owner)}:"
 
     def _state_index(self, tenant: str, owner: str, state: str) -> str:
         return self._state_indexes(tenant, owner) + join_key(state)
+
+    def _claim_key(self, key: str) -> str:
+        """A claim's key (``key`` is a fixed word and a task id: one key, any slot)."""
+        return f"{self.prefix}:claim:{key}"
 
     def _old_index(self, tenant: str, owner: str) -> str:
         """The index of 0.1.0, which callers whose ids nest shared (``:github`` +
@@ -447,10 +577,39 @@ class RedisStore(TaskStore):
         self._create_task(record, [first_event, *events], after, release_owner or "")
         return after.seq
 
+    def create_claimed(self, record: TaskRecord, first_event: Event, claim: OnceClaim,
+                       lease_owner: Optional[str] = None, lease_ttl: float = 0.0) -> str:
+        if not self.claims_with_tasks:
+            return super().create_claimed(record, first_event, claim, lease_owner, lease_ttl)
+        made = self._creation(record, [first_event], record, "")
+        keys, args = self._creation_script(made)
+        held = self._create_claimed(
+            keys=[*keys, self._claim_key(claim.key)],
+            args=[*args, claim.value, max(1, int(claim.ttl * 1000)), lease_owner or "",
+                  max(1, int(lease_ttl * 1000))],
+            client=self._writer)
+        if held == 0:
+            raise SequenceConflict(record.task.id)
+        if held != 1:
+            return held.decode() if isinstance(held, bytes) else str(held)
+        self._remember(record.task.id, (record.seq, record.seq, len(made.snapshot), 0))
+        return claim.value
+
     def _create_task(self, record: TaskRecord, events: List[Event], after: TaskRecord,
                      release_owner: str) -> None:
-        """One script: the task as ``after`` (its snapshot), its log ``events``, its
-        index entries, and the lease ``release_owner`` lets go of (if any)."""
+        """One write (:meth:`_run_create`): the task as ``after`` (its snapshot), its log
+        ``events``, its index entries, and the lease ``release_owner`` lets go of (if any)."""
+        made = self._creation(record, events, after, release_owner)
+        if not self._run_create(made):
+            raise SequenceConflict(after.task.id)
+        if after.state.terminal:
+            self._written.pop(after.task.id, None)
+        else:
+            self._remember(after.task.id, (after.seq, after.seq, len(made.snapshot), 0))
+
+    def _creation(self, record: TaskRecord, events: List[Event], after: TaskRecord,
+                  release_owner: str) -> "Creation":
+        """What a create writes: the task as ``after``, its log ``events``, the lease."""
         task = after.task
         snapshot = _check_lengths(task.id, [dump_task(task)])[0]
         state = after.state
@@ -462,23 +621,49 @@ class RedisStore(TaskStore):
                   "snap_bytes": str(len(snapshot)), "log_bytes": "0",
                   "history_len": str(len(after.outline.history))}
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
-        created = self._create(
-            keys=[self._key("task", task.id), self._key("log", task.id), self._channel,
-                  self._key("push", task.id), self._key("pushorder", task.id),
-                  self._key("lease", task.id), self._running,
-                  self._index(record.tenant, record.owner),
-                  self._context_index(record.tenant, record.owner, task.context_id),
-                  self._state_index(record.tenant, record.owner, state.value)],
-            args=[json.dumps(fields), snapshot, _score(updated), task.id, ttl, release_owner,
-                  after.seq, *_check_lengths(task.id, [dump_event(e) for e in events])],
-            client=self._writer,
-        )
-        if not created:
-            raise SequenceConflict(task.id)
-        if state.terminal:
-            self._written.pop(task.id, None)
-        else:
-            self._remember(task.id, (after.seq, after.seq, len(snapshot), 0))
+        return Creation(record, task.context_id, state.value, fields, snapshot, _score(updated),
+                        ttl, release_owner, after.seq,
+                        _check_lengths(task.id, [dump_event(e) for e in events]))
+
+    def _creation_script(self, made: "Creation") -> Tuple[List[str], List[Any]]:
+        """The keys and arguments of :data:`_CREATE` for ``made``."""
+        task_id, tenant, owner = made.record.task_id, made.record.tenant, made.record.owner
+        return ([self._key("task", task_id), self._key("log", task_id), self._channel,
+                 self._key("push", task_id), self._key("pushorder", task_id),
+                 self._key("lease", task_id), self._running,
+                 self._index(tenant, owner),
+                 self._context_index(tenant, owner, made.context_id),
+                 self._state_index(tenant, owner, made.state)],
+                [json.dumps(made.fields), made.snapshot, made.score, task_id, made.ttl,
+                 made.release_owner, made.seq, *made.logged])
+
+    def _run_create(self, made: "Creation") -> bool:
+        """The create's write (one script); False if the task exists."""
+        keys, args = self._creation_script(made)
+        return bool(self._write(self._create, keys=keys, args=args))
+
+    def _write(self, script: Any, keys: List[str], args: List[Any]) -> Any:
+        """A task's write (a create or an append script), through the writers' pool;
+        with ``wait_replicas``, acknowledged only once that many replicas have it."""
+        if not self.wait_replicas:
+            return script(keys=keys, args=args, client=self._writer)
+        # WAIT counts the writes of its own connection: one pipeline, one connection.
+        for loaded in (False, True):
+            pipe = self._writer.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            pipe.wait(self.wait_replicas, self.wait_timeout_ms)
+            try:
+                answer, replicas = pipe.execute()
+                break
+            except redis_errors().NoScriptError:
+                if loaded:
+                    raise
+                self._writer.script_load(script.script)  # a new (or restarted) master
+        if replicas < self.wait_replicas:
+            raise redis_errors().ResponseError(
+                f"MASTERDOWN the write reached {replicas} of {self.wait_replicas} replicas "
+                f"within {self.wait_timeout_ms} ms (wait_replicas)")
+        return answer
 
     def _remember(self, task_id: str, counts: Tuple[int, int, int, int]) -> None:
         """Keep a task's (seq, snap_seq, snap_bytes, log_bytes) as this process wrote them:
@@ -536,20 +721,8 @@ class RedisStore(TaskStore):
         tenant, owner = record.tenant, record.owner
         updated = record.outline.status.timestamp or record.created_at
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
-        seq = self._append(
-            keys=[self._key("task", task_id), self._key("log", task_id),
-                  self._index(tenant, owner), self._channel,
-                  self._key("push", task_id), self._key("pushorder", task_id),
-                  self._context_index(tenant, owner, record.task.context_id),
-                  self._state_index(tenant, owner, state.value),
-                  # The lease's keys only where the events release it: each argument
-                  # costs redis-py CPU, and a stream appends many times.
-                  *((self._key("lease", task_id), self._running) if release_owner else ())],
-            args=[expected_seq, snapshot, state.value, updated, _score(updated), task_id,
-                  ttl, size, since, len(record.outline.history),
-                  self._state_indexes(tenant, owner), tenant, owner, release_owner, *logged],
-            client=self._writer,
-        )
+        seq = self._run_append(task_id, expected_seq, record, snapshot, state.value, updated,
+                               ttl, size, since, release_owner, logged)
         if seq < 0:
             self._written.pop(task_id, None)
             raise SequenceConflict(task_id)
@@ -558,6 +731,25 @@ class RedisStore(TaskStore):
         else:
             self._remember(task_id, (int(seq), snap_seq, size, since))
         return int(seq)
+
+    def _run_append(self, task_id: str, expected_seq: int, record: TaskRecord, snapshot: str,
+                    state: str, updated: str, ttl: int, size: int, since: int,
+                    release_owner: str, logged: List[str]) -> int:
+        """The append's write (one script): the new seq, or < 0 for a conflict."""
+        tenant, owner = record.tenant, record.owner
+        return int(self._write(
+            self._append,
+            keys=[self._key("task", task_id), self._key("log", task_id),
+                  self._index(tenant, owner), self._channel,
+                  self._key("push", task_id), self._key("pushorder", task_id),
+                  self._context_index(tenant, owner, record.task.context_id),
+                  self._state_index(tenant, owner, state),
+                  # The lease's keys only where the events release it: each argument
+                  # costs redis-py CPU, and a stream appends many times.
+                  *((self._key("lease", task_id), self._running) if release_owner else ())],
+            args=[expected_seq, snapshot, state, updated, _score(updated), task_id,
+                  ttl, size, since, len(record.outline.history),
+                  self._state_indexes(tenant, owner), tenant, owner, release_owner, *logged]))
 
     def read(self, task_id: str, after_seq: int) -> Sequence[LogEntry]:
         start = max(after_seq, 0)
@@ -589,11 +781,15 @@ class RedisStore(TaskStore):
                         message = pubsub.get_message(timeout=SAFETY_POLL)
                         if message is not None and message["type"] == "message":
                             task_id = message["data"].decode().rsplit(" ", 1)[0]
-                            self._notifier.notify(task_id)
+                            self.notifier.notify(task_id)
                 finally:
                     pubsub.close()
             except Exception:  # reconnect; waiters re-read meanwhile (SAFETY_POLL)
                 time.sleep(0.5)
+                self._listener_failed()
+
+    def _listener_failed(self) -> None:
+        """After the subscription failed, before it is made again."""
 
     def wait(self, task_id: str, after_seq: int, timeout: float) -> None:
         self._ensure_listener()
@@ -604,13 +800,13 @@ class RedisStore(TaskStore):
 
         # Wake-ups come from the subscription; the clock as "version" makes the
         # waiter re-read every SAFETY_POLL too, in case a message was lost.
-        self._notifier.wait_polling(task_id, passed, time.monotonic, timeout, SAFETY_POLL)
+        self.notifier.wait_polling(task_id, passed, time.monotonic, timeout, SAFETY_POLL)
 
     # ------------------------------------------------------------ listing
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         tenant, owner = query.tenant, query.owner
-        if self._redis.exists(self._old_index(tenant, owner)):
+        if self.legacy and self._redis.exists(self._old_index(tenant, owner)):
             # Written by a 0.1.0 process (a rolling upgrade), or not moved yet.
             self._move_index(self._old_index(tenant, owner))
         # The one index that applies the most filters: a context's, a state's, or the
@@ -645,15 +841,15 @@ class RedisStore(TaskStore):
         high = _score(cursor[0]) if cursor else float("inf")
         for batch in self._newest_first(index, high, low, query.page_size + 1):
             pipe = self._redis.pipeline(transaction=False)
-            for task_id in batch:
+            for task_id, _ in batch:
                 pipe.hmget(self._key("task", task_id), "tenant", "owner", "context_id",
                            "state", "updated_at")
             found = []
-            for task_id, fields in zip(batch, pipe.execute()):
+            for (task_id, score), fields in zip(batch, pipe.execute()):
                 if not matches(fields):
                     # Gone, or no longer this index's (expired, its id taken by another
                     # caller, its state moved on): a stale entry leaves the index.
-                    if counted and self._drop_stale(index, by, task_id, tenant, owner):
+                    if counted and self._drop_stale(index, by, task_id, tenant, owner, score):
                         total -= 1
                     continue
                 place = (fields[4].decode(), task_id)
@@ -677,9 +873,11 @@ class RedisStore(TaskStore):
         return TaskPage(records, max(total, 0),
                         encode_page_token(records[-1]) if more and records else "")
 
-    def _newest_first(self, index: str, high: float, low: float, first: int) -> Iterator[List[str]]:
+    def _newest_first(self, index: str, high: float, low: float,
+                      first: int) -> Iterator[List[Tuple[str, float]]]:
         """The ids in ``index`` scored from ``high`` down to ``low`` (both included),
-        newest first, in batches (the first of ``first`` ids, each next twice the last).
+        with their scores, newest first, in batches (the first of ``first`` ids, each
+        next twice the last).
 
         A batch goes on from where the last ended, by score and, among ties, by how
         many of the last score were read (Redis orders ties by member, as the page
@@ -689,7 +887,7 @@ class RedisStore(TaskStore):
             batch = self._redis.zrevrangebyscore(index, top, low, start=skip, num=size,
                                                  withscores=True)
             if batch:
-                yield [member.decode() for member, _ in batch]
+                yield [(member.decode(), score) for member, score in batch]
             if len(batch) < size:
                 return
             last = batch[-1][1]
@@ -698,10 +896,10 @@ class RedisStore(TaskStore):
             size, top = size * 2, repr(last)
 
     def _drop_stale(self, index: str, by: Optional[Tuple[str, str]], task_id: str, tenant: str,
-                    owner: str) -> bool:
-        """Take a stale entry out of ``index`` (by the task field and value ``by``, or the
-        caller's index when None); False if it was not stale after all (the task changed
-        between the read and now, and is listed next time)."""
+                    owner: str, score: float) -> bool:
+        """Take a stale entry (read with ``score``) out of ``index`` (by the task field and
+        value ``by``, or the caller's index when None); False if it was not stale after
+        all (the task changed between the read and now, and is listed next time)."""
         key = self._key("task", task_id)
         if by is None:  # the caller's index: the purge's script, with no cutoff
             return bool(self._sweep(keys=[key, self._key("log", task_id), self._key(
@@ -718,10 +916,10 @@ class RedisStore(TaskStore):
     # ------------------------------------------------------------ push configs
 
     def task_ids(self) -> List[str]:
-        start = len(self._key("task", ""))
-        keys = self._redis.scan_iter(match=_glob(self._key("task", "")) + "*", count=1000)
+        start = f"{self.prefix}:task:"
+        keys = self._redis.scan_iter(match=_glob(start) + "*", count=1000)
         # SCAN may return a key more than once (the keyspace grew meanwhile).
-        return list(dict.fromkeys(key.decode()[start:] for key in keys))
+        return list(dict.fromkeys(self._task_of(key.decode()[len(start):]) for key in keys))
 
     def put_push_target(self, task_id: str, target: PushTarget) -> None:
         key = self._key("push", task_id)
@@ -795,19 +993,24 @@ class RedisStore(TaskStore):
     # ------------------------------------------------------------ claims
 
     def claim(self, key: str, owner: str, ttl: float) -> bool:
-        return bool(self._claim(keys=[f"{self.prefix}:claim:{key}"],
+        return bool(self._claim(keys=[self._claim_key(key)],
                                 args=[owner, max(1, int(ttl * 1000))]))
 
+    def claim_once(self, key: str, value: str, ttl: float) -> str:
+        held = self._claim_once(keys=[self._claim_key(key)],
+                                args=[value, max(1, int(ttl * 1000))])
+        return held.decode() if isinstance(held, bytes) else str(held)
+
     def release_claim(self, key: str, owner: str) -> None:
-        self._unclaim(keys=[f"{self.prefix}:claim:{key}"], args=[owner])
+        self._unclaim(keys=[self._claim_key(key)], args=[owner])
 
     # ------------------------------------------------------------ leases
 
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        pipe = self._writer.pipeline()
-        pipe.set(self._key("lease", task_id), owner, px=int(ttl * 1000))
-        pipe.sadd(self._running, task_id)
-        pipe.execute()
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> bool:
+        # One script: set-if-absent, or renew our own (an expired lease is absent).
+        return bool(self._acquire(keys=[self._key("lease", task_id), self._running],
+                                  args=[owner, max(1, int(ttl * 1000)), task_id],
+                                  client=self._writer))
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         for task_id in task_ids:
@@ -859,7 +1062,7 @@ class RedisStore(TaskStore):
         start = f"{self.prefix}:{kind}:"
         for key in self._redis.scan_iter(match=_glob(start) + "*", count=1000):
             try:
-                named = split_key(key.decode()[len(start):])
+                named = self._index_parts(key.decode()[len(start):])
             except ValueError:
                 continue  # not ours: a key of a store whose prefix starts with ours
             if len(named) == parts:

@@ -69,6 +69,13 @@ class StoredEntry(LogEntry):
         return super().chunk  # a stored form of another kind: from its decoded event
 
     @property
+    def stored_bytes(self) -> int:
+        """The length of the stored text (what keeping this entry costs, before its
+        event is decoded); 0 for a stored form of another kind."""
+        stored = self._stored
+        return len(stored) if isinstance(stored, (str, bytes)) else 0
+
+    @property
     def stream_response(self) -> Optional[str]:
         stored = self._stored
         if isinstance(stored, str):
@@ -132,12 +139,32 @@ def dump_event(event: Event) -> str:
     return stream_response_text(event)
 
 
+def task_json(task: Task) -> Dict[str, Any]:
+    """A task snapshot as stores keep it: its 1.0 JSON, with its generation (the A2A
+    1.1 draft's ``generation``, docs/generations.rst) where it is known.  A member
+    of the JSON text, not a column: no store's tables change for it."""
+    body: Dict[str, Any] = encode(task)
+    if task.generation:
+        body["generation"] = task.generation
+    return body
+
+
+def task_of(body: Dict[str, Any]) -> Task:
+    """What :func:`task_json` made, read back (a snapshot stored before generations
+    were kept has none: 0, counted again from its log where it is needed)."""
+    task = decode(Task, body)
+    generation = body.get("generation")
+    if type(generation) is int and generation > 0:
+        task.generation = generation
+    return task
+
+
 def dump_task(task: Task) -> str:
-    return dumps(encode(task))
+    return dumps(task_json(task))
 
 
 def load_task(text: str) -> Task:
-    return decode(Task, json.loads(text))
+    return task_of(json.loads(text))
 
 
 def dump_target(target: PushTarget) -> str:

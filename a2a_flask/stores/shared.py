@@ -3,7 +3,7 @@
 A thousand streams of one task, each reading the store for itself, cost the
 store a thousand reads per event, and a crowd of readers could take every
 pooled connection from the run that writes the task.  :class:`SharedLog`
-stands between the followers of a process and its store (DESIGN invariant 1
+stands between the followers of a process and its store (docs/internals.rst, invariant 1
 holds: the log in the store is still what everyone reads).  A task with one
 follower is read as before; from the second on, the task has a *feed*:
 
@@ -11,12 +11,14 @@ follower is read as before; from the second on, the task has a *feed*:
   for news of the task and wakes the followers; they wait on the feed, each
   with its own timeout, and cost the store nothing while they wait;
 * **one read per event**: entries read at the head of the log are kept in a
-  window (the newest :data:`WINDOW` of them) that every follower reads from,
+  window (the newest :data:`WINDOW` of them, of at most :data:`WINDOW_BYTES` of
+  stored text) that every follower reads from,
   each at its own position; reads of the same place that run at once are one
   store read; a follower behind the window (a slow reader, a late joiner with
   ``Last-Event-ID``) reads the store itself, and holds no memory of others;
 * **one load, one head check** for followers that ask at once; a crowd
-  attaching to a task shares a snapshot at most :data:`LOAD_AGE` old, and the
+  attaching to a task shares a snapshot at most :data:`LOAD_AGE` old (and the
+  feed lets go of it once it is that old: a task may hold megabytes), and the
   head a follower checks now and then (is the task still there?) is at most
   :data:`HEAD_AGE` old.
 
@@ -42,6 +44,12 @@ from .base import TaskRecord, TaskStore
 #: Entries a feed keeps from the head of its task's log; a follower further behind
 #: reads the store itself.
 WINDOW = 256
+#: Most bytes of stored text (what the store read: a 1.0 StreamResponse's JSON) the
+#: entries of one feed's window hold together; the oldest go first, and an entry
+#: larger than this alone is not kept (its followers read it from the store, those
+#: asking at once in one read).  Entries of a store in memory are the store's own
+#: objects and count nothing here.
+WINDOW_BYTES = 8 * 1024 * 1024
 #: The longest a follower waits for another's store call to return (seconds): the
 #: store's own timeouts bound that call long before.
 FLIGHT_LIMIT = 60.0
@@ -55,6 +63,13 @@ HEAD_AGE = 1.0
 LOAD_AGE = 0.5
 
 Head = Optional[Tuple[int, TaskState]]
+
+
+def entry_bytes(entry: LogEntry) -> int:
+    """What an entry costs a window: the length of the text its store read it from
+    (0 for an entry of a store in memory, which holds the event itself)."""
+    size = getattr(entry, "stored_bytes", 0)
+    return size if isinstance(size, int) else 0
 
 
 def wait_without_spinning(wait: Callable[[str, int, float], None], task_id: str, seq: int,
@@ -117,13 +132,16 @@ class _Flights:
 class _Feed:
     """What the followers of one task share (see the module docstring)."""
 
-    __slots__ = ("window", "stale", "wakes", "seen", "checked", "waiting_at", "head",
-                 "head_at", "record", "record_at", "dropped", "news")
+    __slots__ = ("window", "top", "stale", "wakes", "seen", "checked", "waiting_at", "head",
+                 "head_at", "record", "record_at", "forgetting", "dropped", "news")
 
     def __init__(self) -> None:
-        #: Entries of the log from its head backwards, contiguous; replaced, never
-        #: changed in place, so a follower's look at it is consistent.
+        #: Entries of the log from its head backwards, contiguous, ending at ``top``
+        #: (empty when its newest entry alone was larger than WINDOW_BYTES); replaced,
+        #: never changed in place, so a follower's look at it is consistent.
         self.window: List[LogEntry] = []
+        #: The last sequence number the feed read (-1: none yet).
+        self.top = -1
         #: Whether the store may hold entries after the window that the feed has not
         #: read: set by each wake-up, cleared by a read that found all there was.
         self.stale = True
@@ -138,9 +156,12 @@ class _Feed:
         #: The head a follower's periodic check last read, and when (monotonic).
         self.head: Head = None
         self.head_at = 0.0
-        #: The record the last attaching follower loaded, and when (monotonic).
+        #: The record the last attaching follower loaded, and when (monotonic): let go
+        #: of LOAD_AGE later (see :meth:`keep_record`).
         self.record: Optional[TaskRecord] = None
         self.record_at = 0.0
+        #: Whether a worker is due to let go of the record.
+        self.forgetting = False
         #: Set when the last but one follower left: the watcher stops.
         self.dropped = False
         #: Where the followers wait for the watcher's news.
@@ -149,8 +170,7 @@ class _Feed:
     @property
     def high(self) -> int:
         """The last sequence number the feed read (-1: none yet)."""
-        window = self.window
-        return window[-1].seq if window else -1
+        return self.top
 
     def behind(self) -> bool:
         """Whether the store may hold entries the window has not got."""
@@ -172,11 +192,31 @@ class _Feed:
             return  # a follower behind the feed read an older stretch: nothing new here
         if entries:
             kept = self.window + list(entries) if after_seq == high else list(entries)
-            self.window = kept[-WINDOW:]
+            self.window = _newest(kept)
+            self.top = kept[-1].seq
         elif whole and after_seq > self.checked:
             self.checked = after_seq
         if whole and wakes == self.wakes:
             self.stale = False
+
+    def keep_record(self, record: TaskRecord) -> None:
+        """Share ``record`` with followers attaching in the next LOAD_AGE seconds, and
+        let go of it then (one worker per feed at a time)."""
+        self.record, self.record_at = record, time.monotonic()
+        if not self.forgetting:
+            self.forgetting = True
+            Worker(self._forget_record, name="a2a-feed-record")
+
+    def _forget_record(self) -> None:
+        try:
+            while self.record is not None and not self.dropped:
+                left = self.record_at + LOAD_AGE - time.monotonic()
+                if left <= 0:
+                    break
+                time.sleep(left)  # cooperative under gevent (patched)
+        finally:
+            self.record = None
+            self.forgetting = False
 
     def watch(self, store: TaskStore, task_id: str) -> None:
         """The watcher: wait on the store past what the feed and its followers have
@@ -195,6 +235,18 @@ class _Feed:
                     self.stale = True
                     self.wakes += 1
                 self.news.notify_all()
+
+
+def _newest(entries: List[LogEntry]) -> List[LogEntry]:
+    """The newest of ``entries`` a window keeps: at most WINDOW of them, together of at
+    most WINDOW_BYTES."""
+    kept = entries[-WINDOW:]
+    total = 0
+    for index in range(len(kept) - 1, -1, -1):
+        total += entry_bytes(kept[index])
+        if total > WINDOW_BYTES:
+            return kept[index + 1:]
+    return kept
 
 
 class SharedLog:
@@ -234,6 +286,7 @@ class SharedLog:
         if feed is not None:
             with feed.news:
                 feed.dropped = True
+                feed.record = None  # now (its worker ends when it next wakes)
                 feed.news.notify_all()  # whoever waits on it looks again, on its own
 
     @contextlib.contextmanager
@@ -316,22 +369,28 @@ class SharedLog:
         found: Head = self._flights.call(("head", task_id), head)
         return found
 
-    def load(self, task_id: str) -> Optional[TaskRecord]:
+    def load(self, task_id: str, at_least: int = 0) -> Optional[TaskRecord]:
         """The task's record for a follower attaching: callers asking at once share
         one load, and where the task has a feed one of at most :data:`LOAD_AGE`, so
-        it may be a little older than the call (the follower reads the log after it)."""
+        it may be a little older than the call (the follower reads the log after it).
+        With ``at_least``, a record of that sequence number or later (a caller that
+        read the log that far: a long-poll's answer)."""
         feed = self._feeds.get(task_id)
         if feed is not None and feed.record is not None and \
-                time.monotonic() - feed.record_at < LOAD_AGE:
+                time.monotonic() - feed.record_at < LOAD_AGE and feed.record.seq >= at_least:
             return feed.record
 
         def load() -> Optional[TaskRecord]:
             found = self.store.load(task_id)
-            if feed is not None and found is not None:
-                feed.record, feed.record_at = found, time.monotonic()
+            if feed is not None and found is not None and not feed.dropped:
+                feed.keep_record(found)
             return found
 
         record: Optional[TaskRecord] = self._flights.call(("load", task_id), load)
+        if record is not None and record.seq < at_least:
+            # A load that was under way before the log got that far: the next one
+            # starts after this caller read it, so it finds it.
+            record = self._flights.call(("load", task_id), load)
         return record
 
     # ------------------------------------------------------------ waiting

@@ -27,7 +27,9 @@ snapshot the first time it moves).
 
 The name is historical: stores written by the ``shelve``/``dbm.dumb`` format
 of earlier releases are migrated into the log the first time they are
-opened, and their files renamed with a ``.migrated`` suffix.
+opened, and their files renamed with a ``.migrated`` suffix.  Their pickles
+are read through :mod:`.oldpickle`, which admits a2a_flask's record classes
+and nothing else.
 """
 from __future__ import annotations
 
@@ -36,17 +38,20 @@ import dbm.dumb
 import itertools
 import json
 import os
-import shelve as shelve_module
+import shutil
+import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from ..concurrency import Notifier, cooperate
+from ..concurrency import cooperate
 from ..protocol.codec import decode, encode
-from ..protocol.models import TERMINAL_STATES, Task, TaskPushNotificationConfig, TaskState
+from ..protocol.models import (TERMINAL_STATES, Message, Task, TaskArtifactUpdateEvent,
+                               TaskPushNotificationConfig, TaskState, TaskStatusUpdateEvent)
 from ..protocol.events import Event
 from .base import (
     LogEntry,
+    OnceClaim,
     PushTarget,
     SequenceConflict,
     StoreError,
@@ -64,8 +69,9 @@ from .base import (
 )
 from .coordination import (Change, Decision, DictCoordination, DropClaim, DropLease,
                            DropTarget, HoldLeases, MoveCursor, PutTarget, TakeClaim)
+from .oldpickle import load_record
 from .recordlog import Flusher, LockTimeout, RecordLog, Rewrite
-from .serial import dump_event, dumps, encoded_entries, load_event
+from .serial import dump_event, dumps, encoded_entries, load_event, task_json, task_of
 
 #: How often a waiter looks for writes made by other processes (seconds).
 POLL_INTERVAL = 0.05
@@ -85,6 +91,8 @@ COMPACT_BATCH = 1000
 COMPACT_BATCH_BYTES = 4 << 20
 #: Suffixes of the files of the earlier ``dbm.dumb`` format.
 OLD_SUFFIXES = (".dir", ".dat", ".bak")
+#: What the earlier format's event keys hold.
+_EVENT_TYPES = (Task, Message, TaskStatusUpdateEvent, TaskArtifactUpdateEvent)
 
 
 class Kind:
@@ -186,15 +194,26 @@ def _named(path: str, exc: OSError) -> OSError:
 # unwritable (disk full).
 @outages_as_unavailable((OSError,))
 class ShelveStore(DictCoordination, TaskStore):
-    """See the module docstring.  ``path`` names the store: its log is ``path + ".log"``."""
+    """See the module docstring.  ``path`` names the store: its log is ``path + ".log"``.
 
-    def __init__(self, path: str) -> None:
+    ``read_only``: only read the store (``flask a2a copy-store``'s source), and
+    create, change or rename nothing where it lies: its log is read without its
+    lock file, and a store of the earlier format is read into a scratch log in
+    a temporary folder instead of being migrated.  Writes raise :class:`StoreError`.
+    """
+
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
         self.path = os.path.abspath(path)
+        self.read_only = False  # (until the scratch log of an earlier-format store is filled)
+        self._scratch: Optional[str] = None
         self._lock = threading.Lock()
-        self._notifier = Notifier()
         self._reset()
         self._base_size = 0
         try:
+            if read_only:
+                self._open_read_only()
+                self.read_only = True
+                return
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
             self._log = RecordLog(self.path + ".log", self.path + ".lock")
             with self._lock:
@@ -202,8 +221,38 @@ class ShelveStore(DictCoordination, TaskStore):
             self._base_size = self._log.size()
             if not self._tasks and os.path.exists(self.path + ".dir"):
                 self._migrate()
-        except OSError as exc:
+        except (OSError, StoreError) as exc:
+            if hasattr(self, "_log"):
+                self._log.close()
+            self._drop_scratch()
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"cannot open shelve store at {self.path}: {exc}") from exc
+
+    def _open_read_only(self) -> None:
+        """Open the log to read it alone; or, for a store of the earlier format (no
+        tasks in the log, and a ``.dir`` file), fill a scratch log from its files."""
+        earlier = os.path.exists(self.path + ".dir")
+        if os.path.exists(self.path + ".log"):
+            self._log = RecordLog(self.path + ".log", self.path + ".lock", read_only=True)
+            with self._lock:
+                self._catch_up()
+            if self._tasks or not earlier:
+                return
+            self._log.close()
+            self._reset()
+        elif not earlier:
+            raise StoreError(f"there is no shelve store at {self.path}")
+        self._scratch = tempfile.mkdtemp(prefix="a2a-shelve-")
+        self._log = RecordLog(os.path.join(self._scratch, "tasks.log"),
+                              os.path.join(self._scratch, "tasks.lock"))
+        records = self._earlier_records()
+        self._write(lambda: (records, None))
+
+    def _drop_scratch(self) -> None:
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
 
     # ------------------------------------------------------------ the index
 
@@ -297,6 +346,8 @@ class ShelveStore(DictCoordination, TaskStore):
         ``sync``: flush to disk before returning (tasks and webhooks; leases and
         claims expire by themselves, so losing the last ones to a power cut is harmless).
         """
+        if self.read_only:
+            raise StoreError(f"the shelve store at {self.path} is open read-only")
         flush: Optional[Flusher] = None
         try:
             with self._lock, self._log.locked():
@@ -326,7 +377,7 @@ class ShelveStore(DictCoordination, TaskStore):
     def _record(found: "_Found") -> TaskRecord:
         """The record of a task: its snapshot with the events logged since folded in."""
         (tenant, owner, dialect, created_at, seq, snap_seq, history_len), snapshot, tail = found
-        task = decode(Task, json.loads(snapshot)["task"])
+        task = task_of(json.loads(snapshot)["task"])
         if tail:
             later = (load_event(stored) for payload in tail
                      for event_seq, stored in json.loads(payload)["ev"] if event_seq > snap_seq)
@@ -351,13 +402,27 @@ class ShelveStore(DictCoordination, TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], None]:
             if task.id in self._tasks:
                 raise SequenceConflict(task.id)
-            rec = _task_record(record, [(record.seq, dump_event(first_event))],
-                               record.created_at)
-            rec["meta"] = [record.tenant, record.owner, record.dialect, record.created_at]
-            return [rec], None
+            return [_created(record, first_event)], None
 
         self._write(build)
-        self._notifier.notify(task.id)
+        self.notifier.notify(task.id)
+
+    def create_claimed(self, record: TaskRecord, first_event: Event, claim: OnceClaim,
+                       lease_owner: Optional[str] = None, lease_ttl: float = 0.0) -> str:
+        task = record.task
+
+        def build() -> Tuple[List[Dict[str, Any]], str]:
+            # One append under the file lock: the task, the binding and the lease.
+            changes, held = self._claimed_creation(claim, task.id, lease_owner, lease_ttl)
+            if held != claim.value:
+                return [], held
+            return [_created(record, first_event),
+                    *(_record_of(change) for change in changes)], held
+
+        held: str = self._write(build)  # flushed: the binding is durable with its task
+        if held == claim.value:
+            self.notifier.notify(task.id)
+        return held
 
     def load(self, task_id: str) -> Optional[TaskRecord]:
         found = self._read(lambda: self._snapshot_of(task_id))
@@ -377,7 +442,7 @@ class ShelveStore(DictCoordination, TaskStore):
             return [_task_record(record, numbered, entry.created_at, snapshot=due)], seq
 
         seq: int = self._write(build)
-        self._notifier.notify(task_id)
+        self.notifier.notify(task_id)
         return seq
 
     def head(self, task_id: str) -> Optional[Tuple[int, TaskState]]:
@@ -409,7 +474,7 @@ class ShelveStore(DictCoordination, TaskStore):
             entry = self._tasks.get(task_id)
             return entry is None or entry.seq > after_seq or entry.state in _TERMINAL
 
-        self._notifier.wait_polling(task_id, lambda: bool(self._read(passed)),
+        self.notifier.wait_polling(task_id, lambda: bool(self._read(passed)),
                                     self._log.version, timeout, POLL_INTERVAL)
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
@@ -599,13 +664,8 @@ class ShelveStore(DictCoordination, TaskStore):
         def build() -> Tuple[List[Dict[str, Any]], bool]:
             if self._tasks or not os.path.exists(self.path + ".dir"):
                 return [], False  # another worker was first
-            try:
-                return _read_old_shelf(self.path), True
-            except Exception as exc:  # a torn index, a missing .dat, an unknown pickle
-                raise StoreError(
-                    f"{self.path}.dir/.dat hold a shelve store of an earlier a2a_flask release "
-                    f"that cannot be read ({type(exc).__name__}: {exc}); move those files "
-                    "away to start with an empty store") from exc
+            return self._earlier_records("; move those files away to start with an empty "
+                                         "store"), True
 
         if self._write(build):
             for suffix in OLD_SUFFIXES:
@@ -614,16 +674,34 @@ class ShelveStore(DictCoordination, TaskStore):
                 except FileNotFoundError:
                     pass  # .bak is optional; another worker may have moved it
 
+    def _earlier_records(self, advice: str = "") -> List[Dict[str, Any]]:
+        """The records of the store of the earlier format at ``path`` (see
+        :func:`_read_old_shelf`), or a :class:`StoreError` naming its files."""
+        try:
+            return _read_old_shelf(self.path)
+        except Exception as exc:  # a torn index, a missing .dat, a refused pickle
+            raise StoreError(
+                f"{self.path}.dir/.dat hold a shelve store of an earlier a2a_flask release "
+                f"that cannot be read ({type(exc).__name__}: {exc}){advice}") from exc
+
     def close(self) -> None:
         super().close()
         with self._lock:
             self._log.close()
+        self._drop_scratch()
 
 
 def _stored_length(stored: Any) -> int:
     """About how many bytes an event takes in a record: its JSON text (or, as
     shelve files of 0.2's development kept it, its parsed JSON)."""
     return len(stored) if isinstance(stored, str) else len(dumps(stored))
+
+
+def _created(record: TaskRecord, first_event: Event) -> Dict[str, Any]:
+    """The log record of a new task, its log ``first_event`` alone."""
+    rec = _task_record(record, [(record.seq, dump_event(first_event))], record.created_at)
+    rec["meta"] = [record.tenant, record.owner, record.dialect, record.created_at]
+    return rec
 
 
 def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
@@ -635,33 +713,54 @@ def _task_record(record: TaskRecord, events: List[Tuple[int, Any]],
            "cx": outline.context_id, "st": outline.status.state.value,
            "up": outline.status.timestamp or created_at, "hl": len(outline.history)}
     if snapshot:
-        rec["task"] = encode(record.task)
+        rec["task"] = task_json(record.task)
     return rec
 
 
 def _read_old_shelf(path: str) -> List[Dict[str, Any]]:
-    """The records that rebuild a store of the earlier format (tasks, webhooks, leases)."""
+    """The records that rebuild a store of the earlier format (tasks, webhooks, leases).
+
+    Its pickles are read by :func:`~.oldpickle.load_record`, which admits only
+    a2a_flask's record classes, and each value must be of the kind its key says:
+    else :class:`StoreError` naming the file and the key.  Only reads: the files
+    are opened read-only and nothing is written to them.
+    """
     records: List[Dict[str, Any]] = []
     db: Any = dbm.dumb.open(path, "r")
-    shelf: "shelve_module.Shelf[Any]"
-    with shelve_module.Shelf(db) as shelf:
-        for key in list(shelf.keys()):
+    try:
+        keys = sorted(key.decode("utf-8") for key in db.keys())
+        present = set(keys)
+
+        def value(key: str, kind: Any) -> Any:
+            where = f"{path}.dat (key {key!r})"
+            found = load_record(db[key.encode("utf-8")], where)
+            if not isinstance(found, kind):
+                raise StoreError(f"{where} holds a {type(found).__name__} where the "
+                                 f"earlier format kept a {getattr(kind, '__name__', kind)}")
+            return found
+
+        for key in keys:
             if key.startswith("t:"):
-                old: TaskRecord = shelf[key]
+                old: TaskRecord = value(key, TaskRecord)
                 task_id = old.task.id
-                events = [(seq, dump_event(shelf[f"e:{task_id}:{seq}"]))
-                          for seq in range(1, old.seq + 1) if f"e:{task_id}:{seq}" in shelf]
+                events = [(seq, dump_event(value(f"e:{task_id}:{seq}", _EVENT_TYPES)))
+                          for seq in range(1, old.seq + 1) if f"e:{task_id}:{seq}" in present]
                 rec = _task_record(old, events, old.created_at)
                 rec["meta"] = [old.tenant, old.owner, old.dialect, old.created_at]
                 records.append(rec)
             elif key.startswith("l:"):
-                owner, expires = shelf[key]  # type: Tuple[str, float]
+                owner, expires = value(key, tuple)  # type: Tuple[str, float]
                 records.append(_record_of(HoldLeases((key[2:],), owner, expires)))
-        for key in list(shelf.keys()):
+        for key in keys:
             if key.startswith("p:"):
-                targets: Dict[str, PushTarget] = shelf[key]
+                targets: Dict[str, PushTarget] = value(key, dict)
                 for t in targets.values():
+                    if not isinstance(t, PushTarget):
+                        raise StoreError(f"{path}.dat (key {key!r}) holds a "
+                                         f"{type(t).__name__} where a webhook belongs")
                     records.append(_record_of(PutTarget(key[2:], t)))
+    finally:
+        db.close()
     return records
 
 

@@ -9,7 +9,8 @@ schema), ``mysql://user@host/db`` (``mariadb://`` alike), or
 
 Writing is appending: an event is a row of ``a2a_events``; the task row holds
 the log's head (the compare-and-set of every append) and a snapshot that is
-rewritten only when the log reaches a power of two and when the task ends.
+rewritten only when the log reaches a power of two and when the task ends
+(:func:`~.base.snapshot_due`, for a store that counts nothing).
 :meth:`SQLStore.load` folds the events after the snapshot into it
 (:func:`~a2a_flask.protocol.events.apply_event`), so an event costs the same
 whatever the size of its task.  On the engines the store makes itself, the hot
@@ -43,11 +44,13 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, Row
 
-from ..concurrency import Notifier, Worker
+from ..concurrency import Worker
 from ..protocol.events import Event
-from ..protocol.models import TERMINAL_STATES, Task, TaskState
+from ..protocol.models import TERMINAL_STATES, TaskState
+from ..version import install_extra
 from .base import (
     LogEntry,
+    OnceClaim,
     PushTarget,
     SequenceConflict,
     StoreError,
@@ -56,16 +59,19 @@ from .base import (
     TaskQuery,
     TaskRecord,
     TaskStore,
+    Tables,
     belongs,
     decode_page_token,
     encode_page_token,
     fold,
     outages_as_unavailable,
     safe_url,
+    snapshot_due,
 )
 from .serial import (dump_event, dump_target, dump_task, encoded_entries, load_event,
                      load_target, load_task)
 from .sql_deadline import CUT, Hung, Watchdog, cutter, driver_socket, shut_down
+from .sql_hosts import WHERE, Hosts, hosts_of, read_only, split_url
 from .sql_listen import Listener, load_driver
 from .sql_raw import Compiled, Session, session
 from .sql_schema import create_all, make_metadata, metadata
@@ -110,13 +116,24 @@ def open_sql_store(url: str, *, limits: Optional[StoreLimits] = None) -> "SQLSto
 
     ``postgresql://`` picks psycopg 3 (pg8000 if psycopg is not installed),
     ``mysql://`` and ``mariadb://`` PyMySQL; a
-    URL naming its driver (``postgresql+psycopg2://``) keeps it.  Our query
+    URL naming its driver (``postgresql+psycopg2://``) keeps it.  A PostgreSQL
+    URL may name several hosts, as libpq reads them (:mod:`.sql_hosts`): every
+    connection goes to the first with a writable session (a failover).  Our query
     parameters: ``schema`` (PostgreSQL), ``pool_size``, ``max_overflow``,
     ``pool_timeout`` (they win over ``limits``); the rest go to the driver.
     Nothing is sent to the database here: the first store call connects (and
     creates the tables), so the app starts while the database is down.
     """
     limits = limits or StoreLimits()
+    hosts: Optional[Hosts] = None
+    if urlsplit(url).scheme.split("+", 1)[0] in ("postgresql", "postgres"):
+        try:  # several hosts (libpq's spellings), each port, the session kept
+            url, hosts = split_url(url)
+        except ValueError as exc:
+            raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: {exc}") from None
+    elif "," in urlsplit(url).netloc.rpartition("@")[2]:
+        raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: a MySQL or MariaDB "
+                         "URL names one host (put a proxy in front of a cluster)")
     parts = urlsplit(url)
     query = dict(parse_qsl(parts.query))
     try:
@@ -149,13 +166,15 @@ def open_sql_store(url: str, *, limits: Optional[StoreLimits] = None) -> "SQLSto
                                     pool_timeout=pool_timeout, pool_recycle=3600,
                                     isolation_level="AUTOCOMMIT",
                                     skip_autocommit_rollback=True, connect_args=connect_args)
-        except (ImportError, sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
-            raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: {exc} "
-                             "(pip install 'a2a-flask[sql]')") from None
+        except (ImportError, sa.exc.NoSuchModuleError) as exc:
+            raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: {exc}; "
+                             + install_extra("sql")) from None
+        except (sa.exc.ArgumentError, ValueError) as exc:  # a bad port, say
+            raise StoreError(f"cannot use the SQL store URL {safe_url(url)}: {exc}") from None
         if driver == "pymysql":
             share_one_tls_context_pymysql(made)
         elif driver == "pg8000":
-            share_one_tls_context_pg8000(made, *tls)
+            share_one_tls_context_pg8000(made, *tls, hosts=hosts)
         return made
 
     readers = engine(pool_size, max_overflow)
@@ -223,6 +242,27 @@ def bound_every_call(engine: Engine, timeout: float, watchdog: Watchdog) -> None
     event.listen(engine, "handle_error", failed)
 
 
+def _drop_read_only(context: Any) -> None:
+    """A read-only session behind a pooled connection (a standby, a primary fenced
+    for a switchover: a failover) counts as a disconnect: the pool drops its
+    connections, and new ones look for the primary again.  So does a socket's
+    own error, which pg8000 lets out as it came (a connection reset by a server
+    that stopped)."""
+    if read_only(context.original_exception) or isinstance(context.original_exception,
+                                                           OSError):
+        context.is_disconnect = True
+
+
+def drop_read_only_sessions(engine: Engine) -> None:
+    """Make ``engine`` drop connections whose session turned out read-only, or whose
+    socket broke under the driver (see :func:`_drop_read_only`; once per engine: an
+    app's engine may back several stores)."""
+    from sqlalchemy import event
+
+    if not event.contains(engine, "handle_error", _drop_read_only):
+        event.listen(engine, "handle_error", _drop_read_only)
+
+
 def ping_when_idle(engine: Engine, idle: float, watchdog: Optional[Watchdog] = None) -> None:
     """Ping a pooled connection before use when it sat idle ``idle`` seconds or more.
 
@@ -275,6 +315,20 @@ def ping_when_idle(engine: Engine, idle: float, watchdog: Optional[Watchdog] = N
     event.listen(engine, "checkout", check)
 
 
+def _listening_hosts(engine: Engine) -> Optional[Hosts]:
+    """The hosts a PostgreSQL engine's URL names when it names them in its query
+    (:mod:`.sql_hosts`), for the ``LISTEN`` connection to follow the primary; None
+    for a URL with one host in the usual place."""
+    url = engine.url
+    if not set(url.query).intersection(WHERE):
+        return None
+    try:
+        return hosts_of(url.host, url.port, url.query).for_listening()
+    except ValueError as exc:
+        raise StoreError(f"bad host list in the SQL store's URL "
+                         f"{safe_url(url.render_as_string(hide_password=True))}: {exc}") from None
+
+
 def _head_suffix(seq: int, terminal: bool) -> str:
     """What follows the task id in a NOTIFY payload: `` <seq> <1 if terminal>``."""
     return f" {seq} {int(terminal)}"
@@ -324,6 +378,7 @@ class SQLStore(TaskStore):
         self.postgres = self.dialect == "postgresql"
         if self.postgres:
             load_driver()  # the LISTEN connection's driver, imported before any greenlet waits
+            drop_read_only_sessions(engine)
         self.schema = schema
         self._owns_engine = owns_engine
         self._explicit = explicit_transactions
@@ -343,10 +398,10 @@ class SQLStore(TaskStore):
         self._raw = explicit_transactions and owns_engine
         #: Tasks whose terminal append here dropped their lease (see :meth:`release_lease`).
         self._unleased: set[str] = set()
-        self._notifier = Notifier()
         #: The highest log head seen per task (local appends and notifications).
         self._heads: Dict[str, Tuple[int, bool]] = {}
         self._pid = os.getpid()
+        self._listen_at = _listening_hosts(engine) if self.postgres else None
         self._listener: Optional[Listener] = None
         self._listener_lock = threading.Lock()
         self._warn_if_blocking()
@@ -355,9 +410,10 @@ class SQLStore(TaskStore):
         self._watchdog = Watchdog(timeout + CUT_MARGIN)
         if owns_engine:
             for own in {id(e): e for e in (engine, self.writer_engine)}.values():
+                if self.postgres:
+                    drop_read_only_sessions(own)
                 ping_when_idle(own, PING_AFTER, self._watchdog)
                 bound_every_call(own, timeout, self._watchdog)
-        self._create_tables = create_tables
         self.prepared = not create_tables
 
     def prepare(self) -> None:
@@ -366,11 +422,34 @@ class SQLStore(TaskStore):
         try:
             create_all(self.engine, self.schema)
         except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError) as exc:
-            raise _Outage(f"task store unavailable: {_reason(exc)}") from None
+            raise _Outage(_reason(exc)) from None
+        except OSError as exc:  # pg8000 lets a socket's error out as it came
+            raise _Outage(f"{type(exc).__name__}: {exc}") from None
+        except sa.exc.DBAPIError as exc:
+            if exc.orig is not None and read_only(exc.orig):  # a standby, mid-failover
+                raise _Outage(_reason(exc)) from None
+            raise self._cannot_create(exc) from None
         except sa.exc.SQLAlchemyError as exc:
-            raise StoreError(f"cannot create the tables of the SQL store at "
-                             f"{self.engine.url.render_as_string(hide_password=True)}: "
-                             f"{_reason(exc)}") from None
+            raise self._cannot_create(exc) from None
+
+    def create_tables(self) -> Tables:
+        """Create the missing tables (and the PostgreSQL schema) now, whatever
+        ``create_tables`` said: ``flask a2a create-tables``."""
+        names = tuple(table.name for table in
+                      (self.tasks, self.events, self.leases, self.targets, self.claims))
+        try:
+            before = set(sa.inspect(self.engine).get_table_names(schema=self.schema))
+            create_all(self.engine, self.schema)
+        except sa.exc.SQLAlchemyError as exc:
+            raise self._cannot_create(exc) from None
+        where = safe_url(self.engine.url.render_as_string(hide_password=True))
+        return Tables(names, tuple(name for name in names if name not in before),
+                      where + (f" (schema {self.schema})" if self.schema else ""))
+
+    def _cannot_create(self, exc: BaseException) -> StoreError:
+        return StoreError(f"cannot create the tables of the SQL store at "
+                          f"{safe_url(self.engine.url.render_as_string(hide_password=True))}: "
+                          f"{_reason(exc)}")
 
     # ------------------------------------------------------------ plumbing
 
@@ -438,14 +517,20 @@ class SQLStore(TaskStore):
         try:
             yield
         except sa.exc.TimeoutError:
-            raise _Outage("task store unavailable: no database connection came free "
+            raise _Outage("no database connection came free "
                              f"within {engine.pool.timeout()}s (pool "  # type: ignore[attr-defined]
                              f"{engine.pool.size()})") from None  # type: ignore[attr-defined]
         except (sa.exc.OperationalError, sa.exc.InterfaceError, Hung) as exc:
-            raise _Outage(f"task store unavailable: {_reason(exc)}") from None
-        except sa.exc.ProgrammingError as exc:  # missing tables, missing rights
-            raise StoreError(f"task store unusable: {_reason(exc)} (tables: "
-                             "a2a_flask.stores.sql.create_all)") from None
+            raise _Outage(_reason(exc)) from None
+        except OSError as exc:  # pg8000 lets a socket's error out as it came
+            raise _Outage(f"{type(exc).__name__}: {exc}") from None
+        except sa.exc.DBAPIError as exc:
+            if exc.orig is not None and read_only(exc.orig):  # mid-failover: a standby
+                raise _Outage(_reason(exc)) from None
+            if isinstance(exc, sa.exc.ProgrammingError):  # missing tables, missing rights
+                raise StoreError(f"task store unusable: {_reason(exc)} (tables: "
+                                 "a2a_flask.stores.sql.create_all)") from None
+            raise
 
     def _fold(self, row: Row[Any], events: Sequence[str],
               snapshot: Optional[str] = None) -> TaskRecord:
@@ -510,14 +595,104 @@ class SQLStore(TaskStore):
         self._create(record, [first_event, *events], after)
         return after.seq
 
+    def create_claimed(self, record: TaskRecord, first_event: Event, claim: OnceClaim,
+                       lease_owner: Optional[str] = None, lease_ttl: float = 0.0) -> str:
+        if self._raw:
+            # The usual case, a new key: one statement (PostgreSQL) or transaction
+            # (MariaDB), the binding's primary key deciding between racing sends.
+            # A key bound already (a retry), or anything else in the way, rolls it all
+            # back, and the calls it stands for sort it out.
+            try:
+                if self._create_claimed(record, first_event, claim, lease_owner, lease_ttl):
+                    return claim.value
+            except sa.exc.IntegrityError:
+                pass
+        return super().create_claimed(record, first_event, claim, lease_owner, lease_ttl)
+
+    def _create_claimed(self, record: TaskRecord, first_event: Event, claim: OnceClaim,
+                        lease_owner: Optional[str], lease_ttl: float) -> bool:
+        """The binding, the task and its lease in one statement or transaction: False
+        when PostgreSQL found another owner's live lease (the binding is undone);
+        :class:`sqlalchemy.exc.IntegrityError` when a row is there (nothing written)."""
+        task = record.task
+        row = self._task_row(record, record)
+        values: Dict[str, Any] = {"v_" + name: value for name, value in row.items()}
+        values.update(c_key=claim.key, c_value=claim.value, c_ttl=claim.ttl,
+                      l_owner=lease_owner, l_ttl=lease_ttl)
+        texts = [dump_event(first_event)]
+        leased = lease_owner is not None
+        if self.postgres:
+            statement = self._prebuilt(("create_claimed", leased),
+                                       lambda: self._build_create_claimed(row, leased))
+            with self._session() as lent:
+                rows, _ = lent.execute(statement, {**values, **self._log_parameters(
+                    record.seq, texts, False)})
+            if not rows:  # the lease was another owner's: nothing but the binding written
+                self.release_claim(claim.key, claim.value)
+                return False
+        else:
+            with self._session(transaction=True) as lent:
+                lent.execute(self._prebuilt("claim_insert", self._claim_insert_c), values)
+                lent.execute(self._prebuilt(("insert_task", *row),
+                                            lambda: self._insert_task(row)), values)
+                lent.many(self._prebuilt("insert_event", self._insert_event),
+                          self._event_rows(task.id, record.seq, texts))
+                if leased:
+                    lent.execute(self._prebuilt("lease_insert", self._lease_insert), values)
+        self._woken(task.id, record.seq, False)
+        return True
+
+    def _build_create_claimed(self, row: Dict[str, Any], leased: bool) -> Any:
+        """PostgreSQL: the statement that binds a key, creates a task and (``leased``)
+        takes its lease, where no other owner's lease is live (no row then)."""
+        claimed = self._claim_insert_c().cte("claimed")
+        if not leased:
+            made = self._insert_task(row).returning(self.tasks.c.id).cte("made")
+        else:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            lease = self.leases.c
+            upsert = pg_insert(self.leases).values(
+                task_id=sa.bindparam("v_id"), owner=sa.bindparam("l_owner"),
+                expires=self._now + sa.bindparam("l_ttl", type_=sa.Float))
+            taken = upsert.on_conflict_do_update(
+                index_elements=["task_id"],
+                set_={"owner": upsert.excluded.owner, "expires": upsert.excluded.expires},
+                where=sa.or_(lease.owner == upsert.excluded.owner, lease.expires < self._now),
+            ).returning(lease.task_id).cte("taken")
+            columns = list(row)
+            made = (sa.insert(self.tasks).from_select(columns, sa.select(*[
+                sa.bindparam("v_" + name, type_=self.tasks.c[name].type) for name in columns])
+                .where(sa.exists(sa.select(taken.c.task_id))))
+                .returning(self.tasks.c.id).cte("made"))
+        return self._log_and_notify(made).add_cte(claimed)
+
+    def _claim_insert_c(self) -> Any:
+        """The binding's INSERT for :meth:`create_claimed` (``c_key``, ``c_value``, ``c_ttl``)."""
+        return sa.insert(self.claims).values(
+            key=sa.bindparam("c_key"), owner=sa.bindparam("c_value"),
+            expires=self._now + sa.bindparam("c_ttl", type_=sa.Float))
+
+    def _lease_insert(self) -> Any:
+        """MariaDB: a new task's lease (``v_id``, ``l_owner``, ``l_ttl``)."""
+        return self.leases.insert().values(
+            task_id=sa.bindparam("v_id"), owner=sa.bindparam("l_owner"),
+            expires=self._now + sa.bindparam("l_ttl", type_=sa.Float))
+
+    @staticmethod
+    def _task_row(record: TaskRecord, after: TaskRecord) -> Dict[str, Any]:
+        """The task row of a task made as ``after`` (``record`` at creation)."""
+        task = after.task
+        return dict(id=task.id, tenant=record.tenant, owner=record.owner, dialect=record.dialect,
+                    context_id=task.context_id, state=after.state.value,
+                    created_at=record.created_at, updated_at=after.updated_at, seq=after.seq,
+                    snap_seq=after.seq, history_len=len(task.history), snapshot=dump_task(task))
+
     def _create(self, record: TaskRecord, events: List[Event], after: TaskRecord) -> None:
         """Create the task as ``after`` (``record`` at creation, then the rest of
         ``events``), its log ``events`` from ``record.seq`` on."""
         task = after.task
-        row = dict(id=task.id, tenant=record.tenant, owner=record.owner, dialect=record.dialect,
-                   context_id=task.context_id, state=after.state.value,
-                   created_at=record.created_at, updated_at=after.updated_at, seq=after.seq,
-                   snap_seq=after.seq, history_len=len(task.history), snapshot=dump_task(task))
+        row = self._task_row(record, after)
         texts = [dump_event(event) for event in events]
         terminal = after.state.terminal
         values: Dict[str, Any] = {"v_" + name: value for name, value in row.items()}
@@ -654,13 +829,10 @@ class SQLStore(TaskStore):
                                    "history_len": len(outline.history)}
         if outline.status.timestamp:
             changes["updated_at"] = outline.status.timestamp
-        # Compact when the log reaches a power of two (so a load folds at most
-        # half the log, and the snapshots of a task of n events sum to O(n)
-        # bytes), when the task ends (finished tasks are read whole, by GetTask
-        # and push delivery) and when an event replaces the task.  Otherwise the
-        # snapshot is not even serialised, nor its streamed chunks folded.
-        if (state.terminal or seq.bit_length() != expected_seq.bit_length()
-                or any(isinstance(event, Task) for event in events)):
+        # The append reads nothing first, so the rule that counts nothing: when the
+        # log passes a power of two, the task ends or an event replaces it.
+        # Otherwise the snapshot is not even serialised, nor its streamed chunks folded.
+        if snapshot_due(None, seq, events):
             changes["snap_seq"] = seq
             changes["snapshot"] = dump_task(record.task)
         texts = [dump_event(event) for event in events]
@@ -749,7 +921,7 @@ class SQLStore(TaskStore):
             if len(heads) >= HEADS_KEPT:
                 heads.clear()  # a cache, not a record: forgetting only costs a query
             heads[task_id] = (seq, terminal)
-        self._notifier.notify(task_id)
+        self.notifier.notify(task_id)
 
     def _notified(self, payload: str) -> None:
         """A NOTIFY payload: "task id, seq, terminal flag" (older form: the id alone)."""
@@ -757,7 +929,7 @@ class SQLStore(TaskStore):
         if len(parts) == 3 and parts[1].isdigit():
             self._woken(parts[0], int(parts[1]), parts[2] == "1")
         else:
-            self._notifier.notify(payload)
+            self.notifier.notify(payload)
 
     def _ensure_listener(self) -> Optional[Listener]:
         """One LISTEN connection per process (PostgreSQL), started by the first waiter."""
@@ -768,7 +940,8 @@ class SQLStore(TaskStore):
             listener = self._listener
             if listener is None or listener._pid != os.getpid():
                 listener = Listener(self.engine, self._channel, self._notified,
-                                    lambda: self.closed, self.timeout + CUT_MARGIN)
+                                    lambda: self.closed, self.timeout + CUT_MARGIN,
+                                    hosts=self._listen_at)
                 self._listener = listener
                 Worker(listener.run, name="a2a-sql-listener")
         return listener
@@ -786,7 +959,7 @@ class SQLStore(TaskStore):
         listener = self._ensure_listener() if self.postgres else None
         if listener is not None and listener.ready.is_set():
             # The clock as "version": re-read every SAFETY_POLL in case a wake-up was lost.
-            self._notifier.wait_polling(task_id, lambda: self._passed(task_id, after_seq),
+            self.notifier.wait_polling(task_id, lambda: self._passed(task_id, after_seq),
                                         time.monotonic, timeout, SAFETY_POLL)
             return
         # MySQL, or LISTEN not (yet, or no longer) in force: poll with a back-off.
@@ -795,13 +968,15 @@ class SQLStore(TaskStore):
         while True:
             # The ticket lives only for this round: the notifier drops the task's
             # entry when its last waiter leaves.
-            with self._notifier.ticket(task_id) as ticket:
+            with self.notifier.ticket(task_id) as ticket:
                 if self._passed(task_id, after_seq):
                     return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return
                 woken = ticket.wait(min(pause, remaining))
+                if woken and ticket.woken:
+                    return  # TaskLog.wake: nothing written, the waiter is to return
             # A local write means the task is active again: look soon.
             pause = POLL_MIN if woken else min(pause * 2, POLL_MAX)
 
@@ -923,19 +1098,97 @@ class SQLStore(TaskStore):
             return False  # someone holds it (or took it just now)
         return True
 
+    def claim_once(self, key: str, value: str, ttl: float) -> str:
+        values = {"v_key": key, "v_owner": value, "v_ttl": ttl}
+        for _ in range(3):  # a binding that expires or goes between two steps: look again
+            try:  # the primary key decides: one insert of N at once succeeds
+                self._claim_step("claim_once_insert", self._claim_insert, values)
+                return value
+            except sa.exc.IntegrityError:
+                pass
+            # An expired binding is taken over by one compare-and-set on its expiry.
+            if self._claim_step("claim_once_take", self._claim_take, values)[1]:
+                return value
+            held = self._claim_step("claim_once_held", self._claim_held, values)[0]
+            if held:
+                return str(held[0][0])
+        raise StoreError(f"claim {key} kept changing")
+
+    def _claim_step(self, name: str, build: Callable[[], Any],
+                    values: Dict[str, Any]) -> Tuple[List[Any], int]:
+        """One statement of :meth:`claim_once`, built once: (its rows, its row count).
+        On the driver's cursor where the store can: a send with a key pays for it."""
+        if self._raw:
+            with self._session() as lent:
+                rows, count = lent.execute(self._prebuilt(name, build), values)
+                return list(rows), count
+        with self._connect(write=True, one_statement=True) as conn:
+            result = conn.execute(self._statement(name, build), values)
+            return (list(result.all()) if result.returns_rows else []), result.rowcount
+
+    def _claim_insert(self) -> Any:
+        return sa.insert(self.claims).values(
+            key=sa.bindparam("v_key"), owner=sa.bindparam("v_owner"),
+            expires=self._now + sa.bindparam("v_ttl", type_=sa.Float))
+
+    def _claim_take(self) -> Any:
+        c = self.claims.c
+        return (sa.update(self.claims).where(c.key == sa.bindparam("v_key"), c.expires < self._now)
+                .values(owner=sa.bindparam("v_owner"),
+                        expires=self._now + sa.bindparam("v_ttl", type_=sa.Float)))
+
+    def _claim_held(self) -> Any:
+        return sa.select(self.claims.c.owner).where(self.claims.c.key == sa.bindparam("v_key"))
+
     def release_claim(self, key: str, owner: str) -> None:
         c = self.claims.c
         with self._connect(write=True, one_statement=True) as conn:
             conn.execute(sa.delete(self.claims).where(c.key == key, c.owner == owner))
 
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
-        self._write_one(self._acquire(), {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl})
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> bool:
+        values = {"v_task_id": task_id, "v_owner": owner, "v_ttl": ttl}
+        if self.postgres:  # one statement: the upsert's WHERE leaves a live lease alone
+            return self._write_one(self._acquire(), values) > 0
+        # MariaDB has no conditional upsert that says whether it wrote: insert (a new
+        # lease, the usual case: one round trip), else take over an expired lease or
+        # renew our own.  A lease released between the two is inserted on the next try.
+        for _ in range(2):
+            try:
+                self._write_one(("insert_lease", lambda: self.leases.insert().values(
+                    task_id=sa.bindparam("v_task_id"), owner=sa.bindparam("v_owner"),
+                    expires=self._now + sa.bindparam("v_ttl", type_=sa.Float))), values)
+                return True
+            except sa.exc.IntegrityError:
+                pass  # a lease exists
+            if self._write_one(("take_lease", self._take_over), values):
+                return True  # (MariaDB counts matched rows: the engines say FOUND_ROWS)
+        return False
 
     def _acquire(self) -> Tuple[Any, Callable[[], Any]]:
-        """The key and builder of the lease upsert (``v_task_id``, ``v_owner``, ``v_ttl``)."""
-        return "acquire_lease", lambda: self._upsert(self.leases, {
-            "task_id": sa.bindparam("v_task_id"), "owner": sa.bindparam("v_owner"),
-            "expires": self._now + sa.bindparam("v_ttl", type_=sa.Float)}, ["owner", "expires"])
+        """The key and builder of PostgreSQL's lease upsert (``v_task_id``, ``v_owner``,
+        ``v_ttl``): it writes nothing where another owner's lease is live."""
+        def build() -> Any:
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            lease = self.leases.c
+            pg = pg_insert(self.leases).values(
+                task_id=sa.bindparam("v_task_id"), owner=sa.bindparam("v_owner"),
+                expires=self._now + sa.bindparam("v_ttl", type_=sa.Float))
+            return pg.on_conflict_do_update(
+                index_elements=["task_id"],
+                set_={"owner": pg.excluded.owner, "expires": pg.excluded.expires},
+                where=sa.or_(lease.owner == pg.excluded.owner, lease.expires < self._now))
+
+        return "acquire_lease", build
+
+    def _take_over(self) -> Any:
+        """MariaDB: the update that takes an expired lease or renews our own."""
+        lease = self.leases.c
+        return (sa.update(self.leases)
+                .where(lease.task_id == sa.bindparam("v_task_id"),
+                       sa.or_(lease.owner == sa.bindparam("v_owner"), lease.expires < self._now))
+                .values(owner=sa.bindparam("v_owner"),
+                        expires=self._now + sa.bindparam("v_ttl", type_=sa.Float)))
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         if not task_ids:
@@ -969,15 +1222,16 @@ class SQLStore(TaskStore):
         return ("release_lease", not by_owner), build
 
     def _write_one(self, statement: Tuple[Any, Callable[[], Any]],
-                   values: Dict[str, Any]) -> None:
+                   values: Dict[str, Any]) -> int:
         """A running task's own single-statement write (a lease), on the writers'
-        engine: ``statement`` is a key and how to build it (:meth:`_statement`)."""
+        engine: ``statement`` is a key and how to build it (:meth:`_statement`).
+        Returns its row count."""
         if self._raw:
             with self._session(writer=True) as lent:
-                lent.execute(self._prebuilt(*statement), values)
-            return
+                return lent.execute(self._prebuilt(*statement), values)[1]
         with self._connect(write=True, one_statement=True, writer=True) as conn:
-            conn.execute(self._statement(*statement), values)
+            count: int = conn.execute(self._statement(*statement), values).rowcount
+            return count
 
     def expired_leases(self) -> List[str]:
         lease = self.leases.c
@@ -998,6 +1252,7 @@ class SQLStore(TaskStore):
                 for table, column in ((self.events, "task_id"), (self.targets, "task_id"),
                                       (self.leases, "task_id"), (self.tasks, "id")):
                     conn.execute(sa.delete(table).where(table.c[column].in_(chunk)))
+            conn.execute(sa.delete(self.claims).where(self.claims.c.expires < self._now))
         for task_id in gone:
             self._heads.pop(task_id, None)
         return len(gone)

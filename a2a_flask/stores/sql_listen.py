@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional
 
 import sqlalchemy as sa
 
+from .sql_hosts import Hosts
 from .sql_tls import pg8000_tls_options, share_one_tls_context_pg8000
 
 log = logging.getLogger("a2a_flask.stores.sql")
@@ -64,11 +65,16 @@ class Listener:
     """Listen on ``channel`` and call ``wake(payload)`` for each notification, until
     ``stopped()``; reconnects after a failure (waiters re-read meanwhile).
     ``timeout``: the socket timeout of a connection of its own (connecting, and
-    each ``SELECT 1`` that reads the notifications)."""
+    each ``SELECT 1`` that reads the notifications).  ``hosts``: the hosts a URL
+    names in its query (:mod:`.sql_hosts`), tried in turn for the primary (a
+    failover: the connection breaks, and the next one finds the new primary);
+    a pg8000 engine's own pool follows them already."""
 
     def __init__(self, engine: sa.engine.Engine, channel: str, wake: Callable[[str], None],
-                 stopped: Callable[[], bool], timeout: float = 10.0) -> None:
+                 stopped: Callable[[], bool], timeout: float = 10.0,
+                 hosts: Optional[Hosts] = None) -> None:
         self._url = engine.url
+        self._hosts = hosts
         self._timeout = timeout
         self._engine = engine if engine.dialect.driver == "pg8000" else None
         self.channel = channel
@@ -84,10 +90,12 @@ class Listener:
             engine = sa.create_engine(self._url.set(drivername="postgresql+pg8000", query={}),
                                       poolclass=sa.pool.NullPool,
                                       connect_args={"timeout": self._timeout})
-            # The store's own TLS demands hold for this connection too (libpq's names).
+            # The store's own TLS demands hold for this connection too (libpq's names;
+            # those pg8000 cannot honour, such as a client certificate, it goes without).
             query = {key: value if isinstance(value, str) else value[-1]
                      for key, value in self._url.query.items()}
-            share_one_tls_context_pg8000(engine, *pg8000_tls_options(query))
+            share_one_tls_context_pg8000(engine, *pg8000_tls_options(query, strict=False),
+                                         hosts=self._hosts)
         raw = engine.raw_connection()
         connection = raw.driver_connection
         assert connection is not None  # a fresh checkout always has one

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
 from .sql_deadline import CUT, Watchdog, cutter
+from .sql_hosts import read_only
 
 Rows = List[Tuple[Any, ...]]
 
@@ -29,13 +30,14 @@ class Compiled:
     """A statement compiled for one engine's driver: its text, and how to order
     a call's parameters (by name, or in the driver's positional order)."""
 
-    __slots__ = ("text", "defaults", "order")
+    __slots__ = ("text", "defaults", "order", "processors")
 
     def __init__(self, statement: Any, engine: Engine) -> None:
         compiled = statement.compile(dialect=engine.dialect)
-        if getattr(compiled, "_bind_processors", None):
-            # A type that converts its values (none of ours): SQLAlchemy's path only.
-            raise TypeError(f"a statement with bind processors: {compiled.string}")
+        #: The driver's conversions of some values, by bind name (pg8000's dialect
+        #: makes a lease's float TTL a float), applied as SQLAlchemy would.
+        self.processors: Dict[str, Any] = dict(getattr(compiled, "_bind_processors", None)
+                                               or {})
         self.text: str = compiled.string
         #: Values fixed in the statement (a literal SQLAlchemy made a bind parameter).
         self.defaults: Dict[str, Any] = dict(compiled.params)
@@ -45,6 +47,9 @@ class Compiled:
     def parameters(self, values: Dict[str, Any]) -> Any:
         """The driver's parameters for ``values`` (by bind name)."""
         merged = {**self.defaults, **values} if self.defaults else values
+        if self.processors:
+            merged = {name: self.processors[name](value) if name in self.processors else value
+                      for name, value in merged.items()}
         if self.order is None:
             return merged
         return tuple(merged[name] for name in self.order)
@@ -118,8 +123,10 @@ def session(engine: Engine, watchdog: Watchdog, transaction: bool = False) -> It
             if transaction:
                 lent.text("COMMIT")
         except dbapi_error as exc:
+            # A read-only session is a standby's (a failover): a new connection finds
+            # the new primary.
             disconnect = bool(info.get(CUT)) or engine.dialect.is_disconnect(
-                exc, connection, None)
+                exc, connection, None) or read_only(exc)
             if disconnect:
                 proxied.invalidate(exc)
             elif transaction:
@@ -127,6 +134,9 @@ def session(engine: Engine, watchdog: Watchdog, transaction: bool = False) -> It
             raise sa.exc.DBAPIError.instance(
                 None, None, exc, dbapi_error, connection_invalidated=disconnect,
                 dialect=engine.dialect) from None
+        except OSError:  # pg8000 lets a socket's error out as it came: the connection is gone
+            proxied.invalidate()
+            raise
         except Exception:  # ours (a conflict seen in the block): the transaction ends here
             if transaction:
                 _roll_back(proxied, lent)

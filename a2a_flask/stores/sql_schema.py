@@ -78,6 +78,10 @@ def make_metadata(schema: Optional[str] = None) -> sa.MetaData:
 metadata = make_metadata()
 
 
+#: The longest the tables' creation may wait for the schema lock and run (ms).
+DDL_TIMEOUT_MS = 60_000
+
+
 def create_all(engine: sa.engine.Engine, schema: Optional[str] = None) -> None:
     """Create the store's tables (and the PostgreSQL schema) where they are missing.
 
@@ -94,6 +98,10 @@ def create_all(engine: sa.engine.Engine, schema: Optional[str] = None) -> None:
                   "SELECT RELEASE_LOCK('a2a_flask_schema')"),
     }.get("mysql" if name == "mariadb" else name, ("SELECT 1", "SELECT 1"))
     with engine.connect() as conn:
+        if name == "postgresql":
+            # Waiting for another process's DDL is not an outage: the store's short
+            # statement timeout gives way to a bound of its own, for this transaction.
+            conn.execute(sa.text(f"SET LOCAL statement_timeout = {DDL_TIMEOUT_MS}"))
         conn.execute(sa.text(lock))
         try:
             if schema is not None and name == "postgresql":

@@ -23,12 +23,13 @@ import threading
 import time
 from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 
-from ..concurrency import Notifier, off_the_hub
+from ..concurrency import off_the_hub
 from ..protocol.errors import StoreUnavailable
 from ..protocol.models import TERMINAL_STATES, TaskState
 from .base import (
     Event,
     LogEntry,
+    OnceClaim,
     PushTarget,
     SequenceConflict,
     StoreError,
@@ -80,7 +81,6 @@ class SQLiteStore(TaskStore):
             self._open()
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open sqlite store at {self.path}: {exc}") from exc
-        self._notifier = Notifier()
 
     def _open(self) -> None:
         """Connect and create the schema, waiting out another process's write lock
@@ -190,7 +190,7 @@ class SQLiteStore(TaskStore):
     def create(self, record: TaskRecord, first_event: Event) -> None:
         with self._transaction() as db:
             self._insert(db, record, first_event)
-        self._notifier.notify(record.task.id)
+        self.notifier.notify(record.task.id)
 
     def create_with(self, record: TaskRecord, first_event: Event, events: List[Event],
                     after: TaskRecord, release_owner: Optional[str] = None) -> int:
@@ -200,8 +200,22 @@ class SQLiteStore(TaskStore):
             seq = self._append(db, task_id, record.seq, events, after)
             if release_owner is not None:
                 self._release(db, task_id, release_owner)
-        self._notifier.notify(task_id)
+        self.notifier.notify(task_id)
         return seq
+
+    def create_claimed(self, record: TaskRecord, first_event: Event, claim: OnceClaim,
+                       lease_owner: Optional[str] = None, lease_ttl: float = 0.0) -> str:
+        task_id = record.task.id
+        with self._transaction() as db:  # one commit: the binding, the task, its lease
+            held = self._bind(db, claim.key, claim.value, claim.ttl)
+            if held != claim.value:
+                return held  # (nothing changed)
+            self._insert(db, record, first_event)  # a conflict rolls the binding back
+            if lease_owner is not None and not self._acquire(db, task_id, lease_owner,
+                                                             lease_ttl):
+                raise SequenceConflict(task_id)
+        self.notifier.notify(task_id)
+        return held
 
     @staticmethod
     def _insert(db: sqlite3.Cursor, record: TaskRecord, first_event: Event) -> None:
@@ -234,7 +248,7 @@ class SQLiteStore(TaskStore):
                record: TaskRecord) -> int:
         with self._transaction() as db:
             seq = self._append(db, task_id, expected_seq, events, record)
-        self._notifier.notify(task_id)
+        self.notifier.notify(task_id)
         return seq
 
     def append_released(self, task_id: str, expected_seq: int, events: List[Event],
@@ -242,7 +256,7 @@ class SQLiteStore(TaskStore):
         with self._transaction() as db:  # one commit: the last events and the lease
             seq = self._append(db, task_id, expected_seq, events, record)
             self._release(db, task_id, owner)
-        self._notifier.notify(task_id)
+        self.notifier.notify(task_id)
         return seq
 
     @staticmethod
@@ -279,7 +293,7 @@ class SQLiteStore(TaskStore):
             rows = self._query("SELECT seq, state FROM tasks WHERE id=?", (task_id,))
             return not rows or rows[0][0] > after_seq or rows[0][1] in _TERMINAL
 
-        self._notifier.wait_polling(task_id, passed, self._data_version, timeout, POLL_INTERVAL)
+        self.notifier.wait_polling(task_id, passed, self._data_version, timeout, POLL_INTERVAL)
 
     def list_tasks(self, query: TaskQuery) -> TaskPage:
         where = ["tenant=?", "owner=?"]
@@ -354,14 +368,39 @@ class SQLiteStore(TaskStore):
             changed: int = db.execute("SELECT changes()").fetchone()[0]
             return changed > 0
 
+    def claim_once(self, key: str, value: str, ttl: float) -> str:
+        with self._transaction() as db:  # BEGIN IMMEDIATE: the insert and the read are one
+            return self._bind(db, key, value, ttl)
+
+    @staticmethod
+    def _bind(db: sqlite3.Cursor, key: str, value: str, ttl: float) -> str:
+        """:meth:`claim_once` in the transaction ``db``: the value bound."""
+        now = time.time()
+        db.execute("INSERT INTO claims VALUES (?,?,?) ON CONFLICT(key) DO UPDATE SET "
+                   "owner=excluded.owner, expires=excluded.expires "
+                   "WHERE claims.expires<?", (key, value, now + ttl, now))
+        held: str = db.execute("SELECT owner FROM claims WHERE key=?", (key,)).fetchone()[0]
+        return held
+
     def release_claim(self, key: str, owner: str) -> None:
         with self._transaction() as db:
             db.execute("DELETE FROM claims WHERE key=? AND owner=?", (key, owner))
 
-    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> None:
+    def acquire_lease(self, task_id: str, owner: str, ttl: float) -> bool:
         with self._transaction() as db:
-            db.execute("INSERT OR REPLACE INTO leases VALUES (?,?,?)",
-                       (task_id, owner, time.time() + ttl))
+            return self._acquire(db, task_id, owner, ttl)
+
+    @staticmethod
+    def _acquire(db: sqlite3.Cursor, task_id: str, owner: str, ttl: float) -> bool:
+        """:meth:`acquire_lease` in the transaction ``db``."""
+        now = time.time()
+        # Set-if-absent: another owner's live lease is left alone (no row changes).
+        db.execute("INSERT INTO leases VALUES (?,?,?) ON CONFLICT(task_id) DO UPDATE SET "
+                   "owner=excluded.owner, expires=excluded.expires "
+                   "WHERE leases.owner=excluded.owner OR leases.expires<?",
+                   (task_id, owner, now + ttl, now))
+        changed: int = db.execute("SELECT changes()").fetchone()[0]
+        return changed > 0
 
     def renew_leases(self, owner: str, task_ids: List[str], ttl: float) -> None:
         if not task_ids:
@@ -395,6 +434,7 @@ class SQLiteStore(TaskStore):
                                   ("leases", "task_id"), ("snapshots", "task_id"),
                                   ("tasks", "id")):
                 db.executemany(f"DELETE FROM {table} WHERE {column}=?", [(t,) for t in gone])
+            db.execute("DELETE FROM claims WHERE expires<?", (time.time(),))
         return len(gone)
 
     def close(self) -> None:

@@ -6,9 +6,9 @@
 
     def test_echo(app):
         agent = A2ATestClient(app)
-        task = agent.send("hello")
+        task = agent.send_message("hello")
         assert task.status.state is TaskState.COMPLETED
-        events = list(agent.stream("hello"))          # typed events, parsed from SSE
+        events = list(agent.send_streaming_message("hello"))  # typed events, from SSE
         agent.wait_for(task.id, TaskState.COMPLETED)
         answer = agent.rpc("message/send", {...}, version="0.3")  # the raw wire, any dialect
         assert answer.json()["result"]["kind"] == "task"
@@ -150,6 +150,9 @@ class A2ATestClient(A2AClient):
         session.mount("http://", FlaskAdapter(app))
         session.mount("https://", FlaskAdapter(app))
         options.setdefault("max_reconnects", 0)  # in-process: a broken stream is a bug
+        # In-process nothing is lost on the way: sends carry a key only when a test gives
+        # one (an app's Message replies stay Messages), and nothing is retried.
+        options.setdefault("idempotent", False)
         super().__init__(url, binding=binding, version="1.0", session=session, **options)
         self._owns_session = True
         self.app = app

@@ -23,9 +23,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import os
 import threading
 import time
-from typing import Any, Callable, Iterator, List
+from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
@@ -45,7 +46,8 @@ from ..protocol.models import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-from ..stores.base import PushTarget, SequenceConflict, TaskPage, TaskQuery, TaskRecord, TaskStore
+from ..stores.base import (OnceClaim, PushTarget, SequenceConflict, TaskPage, TaskQuery,
+                           TaskRecord, TaskStore, scoped, unscoped)
 
 __all__ = ["StoreContract", "StoreFactory"]
 
@@ -76,6 +78,14 @@ def create(store: TaskStore, task_id: str, state: TaskState = S.SUBMITTED, *, co
     record = TaskRecord(task, 1, tenant, owner, "1.0", stamp(second))
     store.create(record, task)
     return record
+
+
+def claimed(store: TaskStore, task_id: str, key: str, lease_owner: Optional[str],
+            ttl: float = 30.0) -> str:
+    """:meth:`~TaskStore.create_claimed` of a new SUBMITTED task, bound as ``fp 0 <id>``."""
+    task = make_task(task_id)
+    return store.create_claimed(TaskRecord(task, 1, "", "", "1.0", stamp(0)), task,
+                                OnceClaim(key, f"fp 0 {task_id}", ttl), lease_owner, 60.0)
 
 
 def must_load(store: TaskStore, task_id: str) -> TaskRecord:
@@ -138,7 +148,7 @@ def expires(store: TaskStore, task_ids: List[str]) -> None:
 
 
 #: Callers whose tenant and owner, joined with ":", make one string: a store keying
-#: its index that way would show each the others' tasks (issue 35).
+#: its index that way would show each the others' tasks.
 NESTING_CALLERS = [
     [(":github", "alice"), ("", "github:alice")],
     [("a:b", "c"), ("a", "b:c")],
@@ -432,6 +442,21 @@ class StoreContract:
             assert (ids(page), page.total_size) == ([f"task-{n}"], 1), (tenant, owner)
             assert (page.records[0].tenant, page.records[0].owner) == (tenant, owner)
 
+    def test_list_tasks_keeps_agents_apart_by_their_store_scope(self, store: TaskStore) -> None:
+        """Agents sharing a store store their tasks under their scope and the caller's
+        tenant (:func:`~a2a_flask.stores.base.scoped`): each lists its own, and a task
+        stored before scopes existed (the default agent's, no scope) stays where it was."""
+        callers = [("", "", "alice"), ("x", "", "alice"), ("y", "", "alice"),
+                   ("x", "acme", "alice"), ("", "acme", "alice"), ("x", "acme", "")]
+        for n, (scope, tenant, owner) in enumerate(callers):
+            create(store, f"task-{n}", tenant=scoped(scope, tenant), owner=owner, second=n)
+        for n, (scope, tenant, owner) in enumerate(callers):
+            page = store.list_tasks(TaskQuery(tenant=scoped(scope, tenant), owner=owner))
+            assert (ids(page), page.total_size) == ([f"task-{n}"], 1), (scope, tenant, owner)
+            loaded = store.load(f"task-{n}")
+            assert loaded is not None and unscoped(loaded.tenant) == (scope, tenant)
+        assert store.list_tasks(TaskQuery(tenant=scoped("z", ""), owner="alice")).total_size == 0
+
     def test_list_tasks_keeps_callers_apart_that_differ_in_trailing_spaces(self, store: TaskStore) -> None:
         """MariaDB's binary collation ignores trailing spaces when it compares."""
         callers = [("acme", "alice"), ("acme ", "alice"), ("acme", "alice "), ("", " ")]
@@ -548,6 +573,88 @@ class StoreContract:
         time.sleep(0.3)
         assert store.claim("push:t1", "worker-a", 5.0)  # an expired claim is free
 
+    def test_claim_once_binds_a_key_to_its_first_value(self, store: TaskStore) -> None:
+        assert store.claim_once("idem:k1", "fp task-a", 5.0) == "fp task-a"
+        assert store.claim_once("idem:k1", "fp task-b", 5.0) == "fp task-a"  # the first's
+        assert store.claim_once("idem:k1", "fp task-a", 5.0) == "fp task-a"
+        assert store.claim_once("idem:k2", "fp task-b", 5.0) == "fp task-b"  # other keys free
+        store.release_claim("idem:k1", "fp task-b")  # not its value: nothing happens
+        assert store.claim_once("idem:k1", "fp task-c", 5.0) == "fp task-a"
+        store.release_claim("idem:k1", "fp task-a")  # a send that failed lets it go
+        assert store.claim_once("idem:k1", "fp task-c", 0.1) == "fp task-c"
+        time.sleep(0.3)
+        assert store.claim_once("idem:k1", "fp task-d", 5.0) == "fp task-d"  # expired: free
+
+    def test_claim_once_from_many_threads_binds_one_value(self, store: TaskStore) -> None:
+        bound: List[str] = []
+
+        def bind(index: int) -> None:
+            bound.append(store.claim_once("idem:crowd", f"fp task-{index}", 30.0))
+
+        threads = [threading.Thread(target=bind, args=(index,)) for index in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(bound) == 8 and len(set(bound)) == 1, bound
+
+    def test_purge_keeps_keys_that_have_not_expired(self, store: TaskStore) -> None:
+        store.claim_once("idem:live", "fp task-a", 60.0)
+        store.claim_once("idem:gone", "fp task-b", 0.05)
+        time.sleep(0.2)
+        store.purge(stamp(30))
+        assert store.claim_once("idem:live", "fp task-c", 60.0) == "fp task-a"
+        assert store.claim_once("idem:gone", "fp task-c", 60.0) == "fp task-c"
+
+    def test_create_claimed_binds_the_key_with_the_task_and_its_lease(
+            self, store: TaskStore) -> None:
+        """An idempotent send's acceptance: the binding, the task and its lease, all or
+        nothing; a key bound already makes nothing and answers its value."""
+        first = claimed(store, "t1", "idem:k1", "worker-a")
+        assert first == "fp 0 t1" and must_load(store, "t1").state is S.SUBMITTED
+        assert store.acquire_lease("t1", "worker-b", 60.0) is False  # worker-a's
+        assert store.claim_once("idem:k1", "fp 0 other", 5.0) == first
+        assert claimed(store, "t2", "idem:k1", "worker-b") == first  # a retry
+        assert store.head("t2") is None
+        with pytest.raises(SequenceConflict):  # the task exists: the binding goes too
+            claimed(store, "t1", "idem:k2", "worker-a")
+        assert store.claim_once("idem:k2", "fp 0 free", 5.0) == "fp 0 free"
+        assert claimed(store, "t3", "idem:k3", None) == "fp 0 t3"  # no lease asked
+        assert store.acquire_lease("t3", "worker-b", 60.0) is True
+        assert claimed(store, "t4", "idem:k4", "worker-a", ttl=0.1) == "fp 0 t4"
+        time.sleep(0.3)
+        assert claimed(store, "t5", "idem:k4", "worker-a") == "fp 0 t5"  # expired: free
+        assert must_load(store, "t5").state is S.SUBMITTED
+
+    def test_create_claimed_leaves_another_owners_live_lease_alone(
+            self, store: TaskStore) -> None:
+        assert store.acquire_lease("t1", "worker-b", 60.0) is True  # (a run about to make it)
+        with pytest.raises(SequenceConflict):
+            claimed(store, "t1", "idem:k1", "worker-a")
+        assert store.head("t1") is None
+        assert store.claim_once("idem:k1", "fp 0 free", 5.0) == "fp 0 free"
+
+    def test_of_creators_racing_with_one_key_one_makes_its_task(self, store: TaskStore) -> None:
+        """Each racer has a task of its own: one binds the key and makes its task (with
+        its lease); the others make nothing and get the winner's value."""
+        racers = [f"t{n}" for n in range(6)]
+        start = threading.Barrier(len(racers))
+        answers: List[str] = []
+
+        def race(task_id: str) -> None:
+            start.wait(10)
+            answers.append(claimed(store, task_id, "idem:crowd", f"worker-{task_id}"))
+
+        threads = [threading.Thread(target=race, args=(task_id,)) for task_id in racers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(answers) == len(racers) and len(set(answers)) == 1, answers
+        made = [task_id for task_id in racers if store.head(task_id) is not None]
+        assert made == [answers[0].split()[-1]], (made, answers)  # no orphan task
+        assert store.acquire_lease(made[0], "worker-x", 60.0) is False
+
     # ============================================================ leases and retention
 
     def test_lease_lifecycle(self, store: TaskStore) -> None:
@@ -564,6 +671,44 @@ class StoreContract:
         expires(store, ["t1"])  # still there, so it expires
         store.release_lease("t1", "worker-a")
         assert store.expired_leases() == []
+
+    def test_a_live_lease_is_not_taken_by_another_owner(self, store: TaskStore) -> None:
+        """Taking a lease is set-if-absent: another owner's live lease stays its own;
+        the owner re-taking it renews it; an expired or released one is free."""
+        create(store, "t1")
+        assert store.acquire_lease("t1", "worker-a", 60.0) is True
+        assert store.acquire_lease("t1", "worker-b", 60.0) is False
+        assert store.acquire_lease("t1", "worker-a", 0.1) is True  # its own: renewed
+        assert store.acquire_lease("t1", "worker-b", 60.0) is False
+        expires(store, ["t1"])
+        assert store.acquire_lease("t1", "worker-b", 60.0) is True  # expired: free
+        assert store.expired_leases() == []
+        assert store.acquire_lease("t1", "worker-a", 60.0) is False
+        store.renew_leases("worker-a", ["t1"], 60.0)  # the old owner's renewal: nothing
+        store.release_lease("t1", "worker-a")  # nor its release
+        assert store.acquire_lease("t1", "worker-a", 60.0) is False
+        store.release_lease("t1", "worker-b")
+        assert store.acquire_lease("t1", "worker-a", 60.0) is True  # released: free
+
+    def test_of_acquirers_racing_for_a_lease_exactly_one_wins(self, store: TaskStore) -> None:
+        create(store, "t1")
+        owners = [f"worker-{n}" for n in range(6)]
+        start = threading.Barrier(len(owners))
+        won: List[str] = []
+
+        def race(owner: str) -> None:
+            start.wait(10)
+            if store.acquire_lease("t1", owner, 60.0):
+                won.append(owner)
+
+        threads = [threading.Thread(target=race, args=(owner,)) for owner in owners]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert len(won) == 1, won
+        assert not any(store.acquire_lease("t1", owner, 60.0)
+                       for owner in owners if owner != won[0])
 
     def test_renewal_by_another_owner_does_not_extend_a_lease(self, store: TaskStore) -> None:
         create(store, "t1")
@@ -624,3 +769,83 @@ class StoreContract:
         assert record.task == expected
         assert store.head("missing") is None
 
+
+    # ============================================================ capabilities
+
+    def test_wake_ends_this_process_s_waits_on_a_task(self, store: TaskStore) -> None:
+        """``wake`` (at shutdown, so that streams can end) makes a wait return although
+        nothing was written: the base class's does it through ``store.notifier``."""
+        create(store, "t1")
+        returned = threading.Event()
+
+        def waiter() -> None:
+            store.wait("t1", 1, 60.0)
+            returned.set()
+
+        thread = threading.Thread(target=waiter, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10.0  # far below the wait's 60 s
+        while not returned.is_set():  # the waiter may not be waiting yet: wake again
+            if time.monotonic() > deadline:
+                pytest.fail("wake() did not end a wait on the task (see TaskLog.wake)")
+            store.wake("t1")
+            returned.wait(0.05)
+        thread.join(5)
+        assert must_load(store, "t1").seq == 1  # woken, with nothing written
+        store.wake("missing")  # no waiter, no task: nothing to do
+
+    @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+    def test_process_local_says_whether_other_processes_see_the_tasks(
+            self, store: TaskStore) -> None:
+        """``process_local`` is True exactly when a task that a forked process (a
+        worker of ``gunicorn --preload``) writes through the store is not seen here."""
+        create(store, "parent")  # in use before the fork, as a preloaded app's store
+        pid = os.fork()
+        if pid == 0:  # the child: write, and leave without any of the parent's cleanup
+            code = 1
+            try:
+                create(store, "child")
+                code = 0
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 30.0
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked process did not finish writing its task")
+            time.sleep(0.02)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, \
+            "the forked process could not write its task"
+        seen = store.load("child") is not None
+        assert store.process_local is not seen, (
+            f"process_local is {store.process_local}, but a task another process wrote "
+            f"{'is' if seen else 'is not'} seen here")
+
+    def test_a_store_that_answered_says_it_is_answering(self, store: TaskStore) -> None:
+        """``answering`` (what lets a new run defer its lease to its first write) is
+        True right after calls that answered: a ``process_local`` store always says so,
+        and the outage guard (``outages_as_unavailable``) keeps ``answered_at`` for the
+        calls it guards."""
+        create(store, "t1")
+        must_load(store, "t1")
+        assert store.answering(60.0), (
+            "a store that just answered says it is not answering: decorate the class "
+            "with outages_as_unavailable, or say process_local = True if it lives in "
+            "this process")
+
+    def test_create_tables_is_safe_to_run_again(self, store: TaskStore) -> None:
+        """``create_tables`` (``flask a2a create-tables``) creates what is missing and
+        nothing else: the second run finds every table in place."""
+        first = store.create_tables()
+        second = store.create_tables()
+        if first is None:
+            assert second is None  # a store that keeps no tables to create ahead of use
+        else:
+            assert second is not None and second.names == first.names
+            assert set(first.created) <= set(first.names) and second.created == ()
+        create(store, "t1")
+        assert must_load(store, "t1").seq == 1

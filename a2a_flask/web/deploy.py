@@ -7,7 +7,7 @@ import os
 import shlex
 import signal
 from types import FrameType
-from typing import Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from ..concurrency import Worker
 
@@ -63,30 +63,85 @@ def on_worker_shutdown(stop: Callable[[float], None]) -> bool:
 
     On SIGTERM (a stop, or the old workers of a ``HUP`` reload) gunicorn's own
     handler runs first, then ``stop`` starts in the background with most of the
-    graceful timeout as its grace; at the process's exit ``stop(0)`` runs too
-    (it waits for a stop already under way, and fails what a quick ``SIGINT`` or
-    ``SIGQUIT`` exit leaves running).  Returns False (and does nothing) outside a
-    gunicorn worker's main thread (or an OS thread other than the main one).
+    graceful timeout as its grace.  At the process's exit ``stop`` runs too: it
+    waits for a stop already under way, gives the runs the same grace when the
+    worker ends by itself (gunicorn's ``--max-requests`` recycling sends no
+    signal), and fails at once what a quick ``SIGINT`` or ``SIGQUIT`` exit leaves
+    running.  Returns False (and does nothing) outside a gunicorn worker's main
+    thread (or an OS thread other than the main one).
     """
     if _master_args() is None:
         return False
     total = graceful_timeout()
     # Keep a margin to write the failures before the master's SIGKILL.
     grace = max(0.0, total - max(0.5, total / 10))
-    previous = signal.getsignal(signal.SIGTERM)
+    previous: Dict[int, Any] = {signum: signal.getsignal(signum)
+                                for signum in (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT)}
+    quick: List[int] = []
 
     def on_term(signum: int, frame: Optional[FrameType]) -> None:
-        if callable(previous):
-            previous(signum, frame)
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, frame)
         Worker(lambda: stop(grace), name="a2a-shutdown")
+
+    def on_quick(signum: int, frame: Optional[FrameType]) -> None:
+        quick.append(signum)  # gunicorn's quick shutdown: the exit fails what runs
+        handler = previous[signum]
+        if callable(handler):
+            handler(signum, frame)
 
     try:
         signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGQUIT, on_quick)
+        signal.signal(signal.SIGINT, on_quick)
     except ValueError:  # not the process's main thread (a threaded worker)
         return False
     signal.siginterrupt(signal.SIGTERM, False)  # as gunicorn sets it: no EINTR in requests
-    atexit.register(stop, 0.0)
+    atexit.register(lambda: stop(0.0 if quick else grace))
     return True
+
+
+#: Connections one worker serves at once when the server does not say (gunicorn's
+#: default ``--worker-connections``).
+WORKER_CONNECTIONS = 1000
+#: The share of a worker's connections anonymous streams may hold by default: the rest
+#: stays for authenticated callers, cards, sends and health checks.
+ANONYMOUS_SHARE = 4
+
+
+def _gunicorn_args() -> Optional[List[str]]:
+    """gunicorn's command line: this process's own (a worker is a fork of the master,
+    and ``--preload`` loads the app in the master), else the parent's."""
+    try:
+        with open("/proc/self/cmdline", "rb") as handle:
+            own = [part.decode(errors="replace") for part in handle.read().split(b"\0") if part]
+    except OSError:
+        own = []
+    return own if any("gunicorn" in part for part in own[:3]) else _master_args()
+
+
+def worker_connections() -> Optional[int]:
+    """The connections each gunicorn worker serves at once (``--worker-connections``
+    on its command line, then in ``GUNICORN_CMD_ARGS``; gunicorn's default of 1000
+    otherwise: a config file's value is not visible here); None outside gunicorn."""
+    args = _gunicorn_args()
+    if args is None:
+        return None
+    for found in (args, shlex.split(os.environ.get("GUNICORN_CMD_ARGS", ""))):
+        value = _option(found, "--worker-connections")
+        if value is not None and value.isdigit() and int(value) > 0:
+            return int(value)
+    return WORKER_CONNECTIONS
+
+
+def anonymous_stream_limit(configured: Optional[int]) -> int:
+    """``A2A_MAX_ANONYMOUS_STREAMS``, or when unset a quarter of the worker's
+    connections (:func:`worker_connections`, 1000 when no server says): anonymous
+    streams then never take the whole worker, whatever one client opens."""
+    if configured is not None:
+        return configured
+    return max(1, (worker_connections() or WORKER_CONNECTIONS) // ANONYMOUS_SHARE)
 
 
 def gunicorn_workers() -> Optional[int]:

@@ -88,6 +88,7 @@ def dispatch(service: AgentService, auth: Authentication, note: CallNote,
             extensions=extensions,
             last_event_id=parse_last_event_id(request.headers.get("Last-Event-ID")),
             principal=principal,
+            idempotency_key=request.headers.get("Idempotency-Key"),
         )
         try:
             answering = method.choose(service, parsed, ctx) if method.choose else method

@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Union, overloa
 
 from flask import Blueprint, Flask, Response, current_app, request
 
-from . import commands, jsonrpc, observing, rest, routes
+from . import commands, health, jsonrpc, observing, rest, routes
 from .agent_state import AgentState
 from .assembly import JWKS_PATH, AgentSpec, assemble
 from .auth import Authenticator
@@ -28,7 +28,7 @@ from ..protocol.cards import Endpoint, check_card, with_default_capabilities
 from ..protocol.models import AgentCard
 from ..stores import TaskStore
 
-__all__ = ["A2A", "AgentState"]
+__all__ = ["A2A"]
 
 WELL_KNOWN_PATHS = ("/.well-known/agent-card.json", "/.well-known/agent.json")
 
@@ -146,6 +146,7 @@ class A2A:
         app.url_map.converters.setdefault("a2apath", routes.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
         observing.attach(app, settings.metrics_path)
+        health.register(app, settings.health_path)
         serve_root = settings.root_card if settings.root_card is not None else len(registry) == 1
         if serve_root:
             self._register_root_card(app, state)
@@ -193,7 +194,8 @@ class A2A:
 
             # None: on in debug mode only, asked per request (debug is often set after init_app).
             bp.register_blueprint(make_inspector(
-                enabled=(lambda: current_app.debug) if inspector is None else None))
+                enabled=(lambda: current_app.debug) if inspector is None else None,
+                agent=lambda: state))
         return bp
 
     def _register_root_card(self, app: Flask, state: AgentState) -> None:

@@ -212,7 +212,8 @@ class _JsonRpc(Binding):
         self.call = call = _read_call()
         self.request_id = call.request_id
         dialect, method = dialects.resolve(requested_version(), call.method,
-                                           lenient=service.lenient_version)
+                                           lenient=service.lenient_version,
+                                           drafts=service.protocol_draft)
         note.version, note.method = dialect.version, call.method
         return dialect.version, method, dialect.stream_renderer
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterable, Tuple
 
 from flask import Blueprint, Response, request
 
-from ..dialects import normalise_version, supported_versions, v1
+from ..dialects import normalise_version, supported_versions, v1, v11
 from ..dialects.registry import Method, StreamRenderer
 from ..engine.service import AgentService
 from ..observe.calls import CallNote, open_call
@@ -53,15 +53,50 @@ def _method(op: Operation[Any], spec: OperationRoute) -> Method:
 ROUTES = routes_of(VERSION, lambda op: op.rest, _method)
 
 
-def _check_version(route_version: str) -> None:
+def _draft_method(op: Operation[Any], spec: OperationRoute) -> Method:
+    """An operation as the 1.0 routes serve it to a request that says 1.1 (the draft:
+    :mod:`~a2a_flask.dialects.v11`), on an agent that serves it."""
+    return Method(request_builder(op.request, spec.source, v11.add_draft_members), op,
+                  v11.METHODS[op.name].render, stream_renderer=v11.stream_renderer,
+                  dialect=VERSION)
+
+
+#: The same routes, as a request saying ``A2A-Version: 1.1`` is served (by rule and verbs).
+DRAFT_METHODS = {(route.rule, route.verbs): route.method
+                 for route in routes_of(v11.VERSION, lambda op: op.rest, _draft_method)}
+
+#: The media type of A2A's HTTP+JSON bodies (1.0.1 §11: SHOULD), sent to clients that
+#: list it in ``Accept``; others get ``application/json``, as before.
+A2A_JSON = "application/a2a+json"
+
+
+def _json_type() -> str:
+    """The Content-Type of a 1.0 (or 1.1) REST answer: ``application/a2a+json`` when
+    the request's ``Accept`` names it (a wildcard does not), else ``application/json``."""
+    for value, quality in request.accept_mimetypes:
+        if quality > 0 and value.lower() == A2A_JSON:
+            return A2A_JSON
+    return "application/json"
+
+
+def _check_version(route_version: str, drafts: bool = False) -> str:
+    """The version a request to a route of ``route_version`` speaks: that one (a
+    missing header too), or the 1.1 draft on 1.0's routes where the agent serves it;
+    VERSION_NOT_SUPPORTED for any other."""
     raw = requested_version()
-    if raw is not None and raw.strip() and normalise_version(raw) != route_version:
-        supported = ", ".join(supported_versions())
+    if raw is None or not raw.strip():
+        return route_version
+    spoken = normalise_version(raw)
+    if spoken == v11.VERSION and route_version == VERSION and drafts:
+        return spoken
+    if spoken != route_version:
+        supported = ", ".join(supported_versions(drafts))
         raise VersionNotSupportedError(
             f"A2A-Version {raw.strip()} is not served on the {route_version} REST routes; "
             f"this server speaks {supported} (0.3 REST lives under /v1)",
             metadata={"requestedVersion": raw.strip(), "supportedVersions": supported},
         )
+    return spoken
 
 
 class _Rest(Binding):
@@ -73,10 +108,12 @@ class _Rest(Binding):
         self.route, self.tenant, self.path = route, tenant, path
 
     def resolve(self, service: AgentService, note: CallNote) -> Tuple[str, Method, StreamRenderer]:
-        _check_version(self.route.version)
-        method = self.route.method
+        version = _check_version(self.route.version, service.protocol_draft)
+        route = self.route
+        method = (route.method if version == route.version
+                  else DRAFT_METHODS[(route.rule, route.verbs)])
         assert method.stream_renderer is not None
-        return self.route.version, method, method.stream_renderer
+        return version, method, method.stream_renderer
 
     def parse(self, method: Method) -> Any:
         parsed = method.parse(self.path)
@@ -85,14 +122,18 @@ class _Rest(Binding):
         return parsed
 
     def answer(self, body: Any, headers: Dict[str, str]) -> Response:
-        return Response(dumps(body), mimetype="application/json", headers=headers)
+        mimetype = _json_type() if self.route.version == VERSION else "application/json"
+        return Response(dumps(body), mimetype=mimetype, headers=headers)
 
     def stream(self, items: Iterable[ServedItem], render_event: EventRenderer,
                headers: Dict[str, str]) -> Response:
         return event_stream(items, render_event, error_body, headers)
 
     def error(self, exc: A2AError, headers: Dict[str, str]) -> Response:
-        return error_response(exc, headers)
+        response = error_response(exc, headers)
+        if self.route.version == VERSION:
+            response.mimetype = _json_type()
+        return response
 
 
 def _view(service: AgentService, auth: Authentication, route: Route) -> Callable[..., Response]:

@@ -100,9 +100,12 @@ def query_params(cls: type) -> Dict[str, Any]:
 Builder = Callable[[Dict[str, str]], Any]
 
 
-def request_builder(cls: Type[Any], source: str) -> Builder:
+def request_builder(cls: Type[Any], source: str,
+                    extras: Optional[Callable[[Any, Dict[str, Any]], None]] = None) -> Builder:
     """Builds ``cls`` from the path's variables (named as its members) and the
-    members in ``source``: ``"body"``, ``"query"`` or ``""`` (the path alone)."""
+    members in ``source``: ``"body"``, ``"query"`` or ``""`` (the path alone).
+    ``extras(request, members)`` then reads what the codec does not (a draft's
+    members) from the body, or the query's parameters as strings."""
 
     def build(path: Dict[str, str]) -> Any:
         if source == "body":
@@ -111,7 +114,10 @@ def request_builder(cls: Type[Any], source: str) -> Builder:
             members = query_params(cls)
         else:
             members = {}
-        return decode(cls, {**members, **path})
+        parsed = decode(cls, {**members, **path})
+        if extras is not None:
+            extras(parsed, members if source == "body" else request.args.to_dict())
+        return parsed
 
     return build
 

@@ -20,7 +20,8 @@ from a2a_flask.client import A2AClient, TaskNotCancelableError
 from tests.support.client_support import DropProxy, LocalHTTP, client_agent_server, read_live
 from tests.support.helpers import ROOT, free_port
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.declare(server=[
+    "agent_server", "test_console_script_and_python_m_both_run_with_documented_exit_codes"])]
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +58,7 @@ def cancel_leftovers(url: str) -> None:
     with A2AClient.connect(url) as agent:
         for task in agent.list_tasks(state="working").tasks:
             try:
-                agent.cancel(task.id)
+                agent.cancel_task(task.id)
             except TaskNotCancelableError:
                 pass
 

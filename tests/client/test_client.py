@@ -30,7 +30,7 @@ from a2a_flask.client import (
 from tests.support.client_support import DropProxy, LocalHTTP, client_agent_server
 from tests.support.helpers import free_port
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.declare(server=["agent_server"])]
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +74,7 @@ def states(events: List[Any]) -> List[m.TaskState]:
 
 def start_holding_task(agent: A2AClient) -> str:
     """A task that stays WORKING until canceled (started with a stream we let go of)."""
-    with agent.stream("hold") as events:
+    with agent.send_streaming_message("hold") as events:
         first = next(events)
     task_id = first.id if isinstance(first, m.Task) else first.task_id
     assert task_id
@@ -119,7 +119,7 @@ def test_card_url_variants_resolve(agent_server):
                 agent_server.url + "/a2a"):
         with A2AClient.connect(url) as agent:
             assert agent.card.name == "Client test agent"
-            assert agent.send("hi").status.state is m.TaskState.COMPLETED
+            assert agent.send_message("hi").status.state is m.TaskState.COMPLETED
 
 
 def test_a_0_1_card_at_agent_json_only_is_found_and_spoken(agent_server):
@@ -132,7 +132,7 @@ def test_a_0_1_card_at_agent_json_only_is_found_and_spoken(agent_server):
         with A2AClient.connect(cards.url) as agent:
             assert agent.interface.protocol_version == "0.1"
             assert agent.card.name == "Seed agent" and agent.card.capabilities.streaming
-            task = agent.send("hello seeds")
+            task = agent.send_message("hello seeds")
             assert task.status.state is m.TaskState.COMPLETED
             assert artifact_text(task.artifacts[0]) == "hello seeds"
 
@@ -149,7 +149,7 @@ def test_explicit_endpoints_work_without_a_card(agent_server):
     for url, binding, version in cases:
         with A2AClient(url, binding=binding, version=version) as agent:
             assert agent.card is None
-            task = agent.send("direct")
+            task = agent.send_message("direct")
             assert artifact_text(task.artifacts[0]) == "direct", (binding, version)
     with pytest.raises(A2AException, match="does not speak GRPC"):
         A2AClient(agent_server.url, binding="grpc")
@@ -159,7 +159,7 @@ def test_explicit_endpoints_work_without_a_card(agent_server):
 
 
 def test_send_text_returns_the_completed_task(agent):
-    task = agent.send("hello there")
+    task = agent.send_message("hello there")
     assert isinstance(task, m.Task)
     assert task.status.state is m.TaskState.COMPLETED
     assert task.id and task.context_id
@@ -171,7 +171,7 @@ def test_send_text_returns_the_completed_task(agent):
 
 
 def test_stream_yields_typed_events_in_order(agent):
-    with agent.stream("slow 4") as events:
+    with agent.send_streaming_message("slow 4") as events:
         seen = list(events)
     assert chunks(seen) == "chunk-0 chunk-1 chunk-2 chunk-3 "
     assert states(seen)[-1] is m.TaskState.COMPLETED
@@ -185,20 +185,20 @@ def test_stream_yields_typed_events_in_order(agent):
 
 
 def test_input_required_then_follow_up_on_the_same_task(agent):
-    first = agent.send("ask")
+    first = agent.send_message("ask")
     assert first.status.state is m.TaskState.INPUT_REQUIRED
     assert first.status.message.text == "Which city?"
-    done = agent.send("Paris", task_id=first.id)
+    done = agent.send_message("Paris", task_id=first.id)
     assert done.id == first.id
     assert done.status.state is m.TaskState.COMPLETED
     assert done.status.message.text == "Forecast for Paris"
 
 
 def test_streamed_follow_up_completes(agent):
-    with agent.stream("ask") as events:
+    with agent.send_streaming_message("ask") as events:
         seen = list(events)
     assert states(seen)[-1] is m.TaskState.INPUT_REQUIRED
-    with agent.stream("Oslo", task_id=events.task_id) as events2:
+    with agent.send_streaming_message("Oslo", task_id=events.task_id) as events2:
         seen2 = list(events2)
     assert states(seen2)[-1] is m.TaskState.COMPLETED
     assert events2.task_id == events.task_id
@@ -207,7 +207,7 @@ def test_streamed_follow_up_completes(agent):
 def test_file_and_data_parts_round_trip(agent, tmp_path):
     path = tmp_path / "notes.txt"
     path.write_bytes(b"some notes\n")
-    task = agent.send("parts", file=path, data={"pages": [1, 2]})
+    task = agent.send_message("parts", file=path, data={"pages": [1, 2]})
     parts = task.artifacts[0].parts
     files = [p for p in parts if p.raw is not None]
     assert files[0].raw == b"some notes\n"
@@ -217,56 +217,56 @@ def test_file_and_data_parts_round_trip(agent, tmp_path):
 
 def test_subscribe_then_cancel_ends_the_stream_canceled(agent):
     task_id = start_holding_task(agent)
-    subscription = agent.subscribe(task_id)
+    subscription = agent.subscribe_to_task(task_id)
     first = next(subscription)
     assert (first.id if isinstance(first, m.Task) else first.task_id) == task_id
-    canceled = agent.cancel(task_id)
+    canceled = agent.cancel_task(task_id)
     assert canceled.status.state is m.TaskState.CANCELED
     rest = list(subscription)
     assert states([first] + rest)[-1] is m.TaskState.CANCELED
     with pytest.raises(TaskNotCancelableError) as caught:
-        agent.cancel(task_id)
+        agent.cancel_task(task_id)
     assert caught.value.code == -32002
 
 
 def test_failed_and_rejected_tasks_are_results_not_errors(agent):
-    assert agent.send("fail").status.state is m.TaskState.FAILED
-    rejected = agent.send("reject").status.state
+    assert agent.send_message("fail").status.state is m.TaskState.FAILED
+    rejected = agent.send_message("reject").status.state
     # 0.1 has no REJECTED: the server sends "failed".
     assert rejected is (m.TaskState.FAILED if agent.interface.protocol_version == "0.1"
                         else m.TaskState.REJECTED)
 
 
 def test_push_config_lifecycle(agent):
-    task = agent.send("hello")
+    task = agent.send_message("hello")
     with LocalHTTP() as hooks:
-        created = agent.set_push(task.id, hooks.url + "/hook", token="tok-1")
+        created = agent.create_push_config(task.id, hooks.url + "/hook", token="tok-1")
         assert created.url == hooks.url + "/hook" and created.task_id == task.id
-        fetched = agent.get_push(task.id, created.id)
+        fetched = agent.get_push_config(task.id, created.id)
         assert fetched.url == created.url
-        assert [c.url for c in agent.list_push(task.id)] == [created.url]
+        assert [c.url for c in agent.list_push_configs(task.id)] == [created.url]
         if agent.interface.protocol_version == "0.1":
             with pytest.raises(UnsupportedOperationError):
-                agent.delete_push(task.id, created.id)
+                agent.delete_push_config(task.id, created.id)
         else:
-            agent.delete_push(task.id, created.id)
-            assert agent.list_push(task.id) == []
-            agent.delete_push(task.id, created.id)  # idempotent
+            agent.delete_push_config(task.id, created.id)
+            assert agent.list_push_configs(task.id) == []
+            agent.delete_push_config(task.id, created.id)  # idempotent
 
 
 def test_extended_card_needs_credentials(agent_server, dialect):
     with A2AClient.connect(agent_server.url, prefer=dialect, token="member") as member:
         if dialect == "0.1":
             with pytest.raises(UnsupportedOperationError, match="0.3 or 1.0"):
-                member.extended_card()
+                member.get_extended_card()
             return
-        card = member.extended_card()
+        card = member.get_extended_card()
         assert card.name == "Client test agent (extended)"
         assert {s.id for s in card.skills} == {"test", "secret"}
         assert member.card is card
     with A2AClient.connect(agent_server.url, prefer=dialect) as anonymous:
         with pytest.raises(UnauthenticatedError) as caught:
-            anonymous.extended_card()
+            anonymous.get_extended_card()
         assert caught.value.status_code == 401
         assert caught.value.response.headers["WWW-Authenticate"].startswith("Bearer")
 
@@ -275,13 +275,13 @@ def test_bad_credentials_are_an_authentication_error(agent_server):
     for prefer in ("jsonrpc@1.0", "rest", "0.3"):
         with A2AClient.connect(agent_server.url, prefer=prefer, token="bad") as agent:
             with pytest.raises(UnauthenticatedError, match="invalid or expired"):
-                agent.send("let me in")
+                agent.send_message("let me in")
 
 
 def test_tasks_belong_to_the_caller(agent_server):
     with A2AClient.connect(agent_server.url, token="alice") as alice, \
             A2AClient.connect(agent_server.url, token="bob") as bob:
-        task = alice.send("mine")
+        task = alice.send_message("mine")
         assert alice.get_task(task.id).id == task.id
         with pytest.raises(TaskNotFoundError):
             bob.get_task(task.id)
@@ -301,19 +301,19 @@ def test_unknown_task_is_task_not_found_in_every_dialect(agent):
 
 
 def test_message_to_a_finished_task_is_unsupported_operation(agent):
-    task = agent.send("hello")
+    task = agent.send_message("hello")
     with pytest.raises(UnsupportedOperationError):
-        agent.send("again", task_id=task.id)
+        agent.send_message("again", task_id=task.id)
 
 
 def test_subscribe_to_a_finished_or_unknown_task_raises_in_every_dialect(agent):
     """0.x servers send these errors as one stream event, 1.0 as a plain answer: the
     client raises the same errors either way."""
-    task = agent.send("hello")
+    task = agent.send_message("hello")
     with pytest.raises(UnsupportedOperationError):
-        list(agent.subscribe(task.id))
+        list(agent.subscribe_to_task(task.id))
     with pytest.raises(TaskNotFoundError):
-        list(agent.subscribe("no-such-task"))
+        list(agent.subscribe_to_task("no-such-task"))
 
 
 # ------------------------------------------------------------------ 1.0-only operations
@@ -322,8 +322,8 @@ def test_subscribe_to_a_finished_or_unknown_task_raises_in_every_dialect(agent):
 @pytest.mark.parametrize("prefer", V1)
 def test_list_tasks_filters_and_pages(agent_server, prefer):
     with A2AClient.connect(agent_server.url, prefer=prefer) as agent:
-        first = agent.send("one")
-        agent.send("two", context_id=first.context_id)
+        first = agent.send_message("one")
+        agent.send_message("two", context_id=first.context_id)
         page = agent.list_tasks(context_id=first.context_id)
         assert page.total_size == 2 and len(page.tasks) == 2
         assert all(t.context_id == first.context_id for t in page.tasks)
@@ -349,16 +349,17 @@ def test_list_tasks_on_legacy_interfaces_is_refused_without_asking(agent_server,
 
 @pytest.mark.parametrize("prefer", V1)
 def test_direct_message_replies(agent_server, prefer):
-    with A2AClient.connect(agent_server.url, prefer=prefer) as agent:
-        reply = agent.send("reply")
+    # Without a key: a keyed send always makes a task (docs/safe-retries.rst).
+    with A2AClient.connect(agent_server.url, prefer=prefer, idempotent=False) as agent:
+        reply = agent.send_message("reply")
         assert isinstance(reply, m.Message) and reply.text == "direct answer"
-        events = list(agent.stream("reply"))
+        events = list(agent.send_streaming_message("reply"))
         assert len(events) == 1 and isinstance(events[0], m.Message)
 
 
 def test_direct_message_reply_over_0_3(agent_server):
-    with A2AClient.connect(agent_server.url, prefer="0.3") as agent:
-        reply = agent.send("reply")
+    with A2AClient.connect(agent_server.url, prefer="0.3", idempotent=False) as agent:
+        reply = agent.send_message("reply")
         assert isinstance(reply, m.Message) and reply.role is m.Role.AGENT
         assert reply.text == "direct answer"
 
@@ -367,7 +368,7 @@ def test_direct_message_reply_over_0_3(agent_server):
 def test_tenant_scopes_tasks(agent_server, prefer):
     with A2AClient.connect(agent_server.url, prefer=prefer, tenant="acme") as acme, \
             A2AClient.connect(agent_server.url, prefer=prefer) as public:
-        task = acme.send("for acme")
+        task = acme.send_message("for acme")
         assert acme.get_task(task.id).id == task.id
         with pytest.raises(TaskNotFoundError):
             public.get_task(task.id)
@@ -379,7 +380,7 @@ def test_tenant_scopes_tasks(agent_server, prefer):
 
 def test_invalid_params_carry_field_violations(agent_server):
     with A2AClient.connect(agent_server.url) as agent:
-        task = agent.send("x")
+        task = agent.send_message("x")
         with pytest.raises(InvalidParamsError) as caught:
             agent.get_task(task.id, history_length=-1)
         assert caught.value.code == -32602
@@ -396,13 +397,13 @@ def test_unsupported_media_type_is_content_type_not_supported(agent_server, tmp_
     for prefer in V1:
         with A2AClient.connect(agent_server.url, prefer=prefer) as agent:
             with pytest.raises(ContentTypeNotSupportedError, match="image/png"):
-                agent.send("look", file=image)
+                agent.send_message("look", file=image)
 
 
 def test_wrong_version_header_is_version_not_supported(agent_server):
     with A2AClient.connect(agent_server.url, headers={"A2A-Version": "0.5"}) as agent:
         with pytest.raises(VersionNotSupportedError) as caught:
-            agent.send("hi")
+            agent.send_message("hi")
         assert caught.value.code == -32009
 
 
@@ -419,12 +420,12 @@ def test_capabilities_the_agent_lacks_are_typed(make_app, binding):
     from a2a_flask.testing import A2ATestClient
 
     agent = A2ATestClient(make_app(), binding=binding)
-    task = agent.send("hi")
+    task = agent.send_message("hi")
     with pytest.raises(PushNotificationNotSupportedError) as caught:
-        agent.set_push(task.id, "http://127.0.0.1:9/hook")
+        agent.create_push_config(task.id, "http://127.0.0.1:9/hook")
     assert caught.value.code == -32003
     with pytest.raises(UnsupportedOperationError):
-        agent.extended_card()
+        agent.get_extended_card()
 
 
 # ------------------------------------------------------------------ headers on the wire
@@ -436,7 +437,7 @@ def test_headers_auth_extensions_and_tenant_go_on_the_wire(agent_server, prefer)
         with A2AClient.connect(proxy.url, prefer=prefer, token="sekrit",
                                headers={"X-Trace": "t-1"}, extensions=["urn:a2a:ext:demo"],
                                tenant="acme" if prefer != "jsonrpc@0.3" else "") as agent:
-            agent.send("hi")
+            agent.send_message("hi")
         sent = proxy.sent_text
     assert "Authorization: Bearer sekrit" in sent and "X-Trace: t-1" in sent
     if prefer == "jsonrpc@0.3":
@@ -457,7 +458,7 @@ def test_stream_resumes_after_a_dropped_connection_without_gaps_or_duplicates(ag
                                                                               dialect):
     with DropProxy(agent_server.port, triggers=[STREAM_CALLS[dialect]], cut_after=1100) as proxy:
         with A2AClient.connect(proxy.url, prefer=dialect) as agent:
-            with agent.stream("slow 12") as events:
+            with agent.send_streaming_message("slow 12") as events:
                 seen = list(events)
         assert proxy.cut_count == 1
         assert events.reconnects == 1
@@ -473,8 +474,8 @@ def test_stream_resumes_after_a_dropped_connection_without_gaps_or_duplicates(ag
 def test_subscribe_resumes_too(agent_server):
     with DropProxy(agent_server.port, triggers=[b"SubscribeToTask"], cut_after=700) as proxy:
         with A2AClient.connect(proxy.url) as agent:
-            started = agent.send("slow 14", return_immediately=True)
-            with agent.subscribe(started.id) as events:
+            started = agent.send_message("slow 14", return_immediately=True)
+            with agent.subscribe_to_task(started.id) as events:
                 seen = list(events)
         assert proxy.cut_count == 1 and events.reconnects == 1
     text = chunks(seen)
@@ -491,7 +492,7 @@ def test_stream_gives_up_after_max_reconnects(agent_server):
                    cut_after=cut_after, cuts=10) as proxy:
         with A2AClient.connect(proxy.url, max_reconnects=2) as agent:
             started = time.monotonic()
-            events = agent.stream("slow 40")
+            events = agent.send_streaming_message("slow 40")
             with pytest.raises(A2AConnectionError):
                 for _ in events:
                     pass
@@ -499,14 +500,14 @@ def test_stream_gives_up_after_max_reconnects(agent_server):
         assert time.monotonic() - started < 10
         agent_task = events.task_id
     with A2AClient.connect(agent_server.url) as direct:
-        direct.cancel(agent_task)
+        direct.cancel_task(agent_task)
 
 
 def test_a_stream_cut_before_any_event_cannot_resume(agent_server):
     with DropProxy(agent_server.port, triggers=[b"SendStreamingMessage"], cut_after=150) as proxy:
         with A2AClient.connect(proxy.url) as agent:
             with pytest.raises(A2AConnectionError):
-                list(agent.stream("slow 2"))
+                list(agent.send_streaming_message("slow 2"))
         assert proxy.cut_count == 1
 
 
@@ -514,16 +515,17 @@ def test_a_stream_cut_before_any_event_cannot_resume(agent_server):
 
 
 def test_read_timeout_on_a_blocking_send(agent_server):
-    with A2AClient.connect(agent_server.url, timeout=(5, 0.5)) as agent:
+    # One try: each retry of the send (the default is 3) would wait out the timeout again.
+    with A2AClient.connect(agent_server.url, timeout=(5, 0.5), retries=0) as agent:
         started = time.monotonic()
         with pytest.raises(A2ATimeoutError):
-            agent.send("hold")
+            agent.send_message("hold")
         assert time.monotonic() - started < 5
         tasks = agent.list_tasks(state="working").tasks
     with A2AClient.connect(agent_server.url) as agent:
         for task in tasks:
             try:
-                agent.cancel(task.id)
+                agent.cancel_task(task.id)
             except TaskNotCancelableError:
                 pass
 
@@ -531,13 +533,13 @@ def test_read_timeout_on_a_blocking_send(agent_server):
 def test_a_silent_stream_times_out_after_bounded_reconnects(agent_server):
     with A2AClient.connect(agent_server.url, timeout=(5, 0.5), max_reconnects=1) as agent:
         started = time.monotonic()
-        events = agent.stream("hold")
+        events = agent.send_streaming_message("hold")
         with pytest.raises(A2ATimeoutError):
             list(events)
         assert events.reconnects == 1
         assert time.monotonic() - started < 6
     with A2AClient.connect(agent_server.url) as agent:
-        assert agent.cancel(events.task_id).status.state is m.TaskState.CANCELED
+        assert agent.cancel_task(events.task_id).status.state is m.TaskState.CANCELED
 
 
 def test_connection_refused_is_a_connection_error():
@@ -547,14 +549,14 @@ def test_connection_refused_is_a_connection_error():
     assert not isinstance(caught.value, A2ATimeoutError)
     with A2AClient(url + "/a2a") as agent:
         with pytest.raises(A2AConnectionError):
-            agent.send("anyone?")
+            agent.send_message("anyone?")
 
 
 def test_concurrent_streams_share_one_client(agent_server):
     results: List[str] = []
     with A2AClient.connect(agent_server.url) as agent:
         def run() -> None:
-            results.append(chunks(list(agent.stream("slow 3"))))
+            results.append(chunks(list(agent.send_streaming_message("slow 3"))))
 
         threads = [threading.Thread(target=run) for _ in range(3)]
         for thread in threads:
@@ -692,7 +694,7 @@ def test_1_0_card_interface_tenant_is_used(agent_server):
     with LocalHTTP({"/.well-known/agent-card.json": card}) as cards:
         with A2AClient.connect(cards.url) as blue:
             assert blue.transport.tenant == "blue"
-            task = blue.send("in blue")
+            task = blue.send_message("in blue")
             assert blue.get_task(task.id).id == task.id
         with A2AClient(agent_server.url + "/a2a") as default:
             with pytest.raises(TaskNotFoundError):

@@ -21,7 +21,7 @@ from a2a_flask.client import (  # noqa: E402
 
 from tests.support.client_support import DropProxy, SdkServer, read_live, shared  # noqa: E402
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.server]
 
 PREFERS = ["jsonrpc@1.0", "rest", "jsonrpc@0.3"]
 
@@ -58,7 +58,7 @@ def test_card_resolution_reads_the_sdk_card(sdk_server):
 
 
 def test_send_get_and_typed_errors(sdk):
-    task = sdk.send("hello sdk")
+    task = sdk.send_message("hello sdk")
     assert task.status.state is m.TaskState.COMPLETED
     assert artifact_text(task.artifacts[0]) == "hello sdk"
     fetched = sdk.get_task(task.id)
@@ -66,11 +66,11 @@ def test_send_get_and_typed_errors(sdk):
     with pytest.raises(TaskNotFoundError):
         sdk.get_task("no-such-task")
     with pytest.raises(TaskNotCancelableError):
-        sdk.cancel(task.id)
+        sdk.cancel_task(task.id)
 
 
 def test_stream_in_order(sdk):
-    with sdk.stream("stream please") as events:
+    with sdk.send_streaming_message("stream please") as events:
         seen = list(events)
     assert isinstance(seen[0], m.Task)
     assert chunks(seen) == "part-0 part-1 part-2 "
@@ -78,18 +78,18 @@ def test_stream_in_order(sdk):
 
 
 def test_cancel_a_running_task_ends_its_subscription(sdk):
-    started = sdk.send("hold", return_immediately=True)
+    started = sdk.send_message("hold", return_immediately=True)
     assert started.status.state in (m.TaskState.SUBMITTED, m.TaskState.WORKING)
-    with sdk.subscribe(started.id) as events:
+    with sdk.subscribe_to_task(started.id) as events:
         first = next(events)
         assert isinstance(first, m.Task) and first.id == started.id
-        assert sdk.cancel(started.id).status.state is m.TaskState.CANCELED
+        assert sdk.cancel_task(started.id).status.state is m.TaskState.CANCELED
         assert last_state([first, *events]) is m.TaskState.CANCELED
 
 
 def test_list_tasks_over_1_0(sdk_server):
     with A2AClient.connect(sdk_server.url) as agent:
-        task = agent.send("listed")
+        task = agent.send_message("listed")
         page = agent.list_tasks(context_id=task.context_id)
         assert [t.id for t in page.tasks] == [task.id]
     with A2AClient.connect(sdk_server.url, prefer="0.3") as legacy:
@@ -98,9 +98,9 @@ def test_list_tasks_over_1_0(sdk_server):
 
 
 def test_push_on_an_agent_without_push_is_typed(sdk):
-    task = sdk.send("x")
+    task = sdk.send_message("x")
     with pytest.raises(PushNotificationNotSupportedError):
-        sdk.set_push(task.id, "http://127.0.0.1:9/hook")
+        sdk.create_push_config(task.id, "http://127.0.0.1:9/hook")
 
 
 @pytest.mark.parametrize("prefer", ["jsonrpc@1.0", "rest"])
@@ -112,7 +112,7 @@ def test_stream_resumes_by_subscribing_when_the_agent_sends_no_event_ids(sdk_ser
         # The SDK's card names its own port: address the proxy directly.
         path, binding = ("/a2a", "jsonrpc") if prefer == "jsonrpc@1.0" else ("/rest", "rest")
         with A2AClient(proxy.url + path, binding=binding) as agent:
-            with agent.stream("slow") as events:
+            with agent.send_streaming_message("slow") as events:
                 seen = list(events)
         assert proxy.cut_count == 1 and events.reconnects == 1
     snapshots = [e for e in seen if isinstance(e, m.Task)]
@@ -127,7 +127,7 @@ def test_stream_resumes_by_subscribing_when_the_agent_sends_no_event_ids(sdk_ser
 def test_a_stream_whose_task_ended_meanwhile_reports_the_final_task(sdk_server):
     with DropProxy(sdk_server.port, triggers=[b"SendStreamingMessage"], cut_after=800) as proxy:
         with A2AClient(proxy.url + "/a2a") as agent:
-            events = agent.stream("stream")
+            events = agent.send_streaming_message("stream")
             events.backoff = 1.0  # re-attach only after the task is over
             seen = list(events)
         assert proxy.cut_count == 1

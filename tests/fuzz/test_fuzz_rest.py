@@ -11,47 +11,40 @@ every verb.  For every answer (see :func:`tests.support.fuzzkit.check_rest_answe
 * a success is JSON (or a stream) that validates against the 1.0 schema;
 * a rejected request changes nothing (tasks, push configs, executor calls, runs).
 
-The bugs it found have their own regression tests at the end of the module.
+The routes come from the operation table (``a2a_flask.protocol.operations``); the
+raw-socket check on gunicorn and the regression tests of the bugs it found are in
+``test_fuzz_rest_raw.py``.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
-import random
 import re
-import socket
-import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
-import pytest
-import requests
-from hypothesis import event, given, note
-from hypothesis import strategies as st
+from hypothesis import event, given, note, strategies as st
 
 from a2a_flask.protocol.calls import MAX_TENANT_LENGTH
+from a2a_flask.protocol.operations import OPERATIONS
 
+from tests.support.fuzz_rpc import (
+    ALL_OK, ANY_A2A, BASE, CANCEL_REFS, CONFIG_REFS, E001, E602, F, OK, PARAMS_V1, RpcWorld,
+    SEND_REFS, SUBSCRIBE_REFS, Spec, authorization_values, caller, content_types,
+    field_mutations, mutations_of, unparseable,
+)
 from tests.support.fuzzkit import (
-    ALICE, FULL, MAX_BODY, OWNER, SEED_COMPLETED, SEED_CONFIG, SEED_WORKING,
-    STATE_NAMES, Expect, a2a_version_garbage, bad_id, check_rest_answer, fuzz, header_garbage,
-    hostile_ids, hostile_text, is_json_content_type, json_objects, json_values,
-    last_event_id_garbage,
-    overflowing_timestamps,
+    Expect, MAX_BODY, OWNER, ROOT, SEED_COMPLETED, SEED_CONFIG, SEED_WORKING, STATE_NAMES, V03,
+    a2a_version_garbage, bad_id, check_rest_answer, fuzz, header_garbage, hostile_ids,
+    hostile_text, is_json_content_type, json_objects, json_values, last_event_id_garbage,
     rest_version_ok, text, unknown_ids, validate,
 )
-from tests.support.helpers import Server, card_v1_view
-from tests.fuzz.test_fuzz_jsonrpc import (
-    ALL_OK, ANY_A2A, BASE, BY_NAME, CANCEL_REFS, CONFIG_REFS, E001, E602, F, OK,
-    SUBSCRIBE_REFS, SEND_REFS, RpcWorld, Spec, authorization_values, caller,
-    content_types, field_mutations, mutations_of, unparseable,
-)
+from tests.support.helpers import card_v1_view
+
+
 
 # ================================================================== routes
-
-ROOT, V03 = "/a2a/rest", "/a2a/rest/v1"
-ID, TASK_ID, CONFIG_ID = "{id}", "{task_id}", "{config_id}"
-
 
 @dataclasses.dataclass(frozen=True)
 class Route:
@@ -65,6 +58,7 @@ class Route:
     #: Per seeded task in the path: the outcome (as a JSON-RPC Expect).
     refs: Optional[Dict[str, Expect]] = None
     validate: Optional[Callable[[Any], None]] = None
+    operation: str = ""  # its 1.0 method name
 
 
 def v1(definition: str) -> Callable[[Any], None]:
@@ -72,51 +66,77 @@ def v1(definition: str) -> Callable[[Any], None]:
 
 
 CARD = lambda body: validate(card_v1_view(body), "Agent Card")  # noqa: E731
-PUSH_ROUTES_REFS = {**ALL_OK}
-ROUTES_V1 = [
-    Route("1.0", ("POST",), "/message:send", "send", body=True,
-          validate=v1("Send Message Response")),
-    Route("1.0", ("POST",), "/message:stream", "stream", body=True, streaming=True,
-          capability="streaming", validate=v1("Stream Response")),
-    Route("1.0", ("GET",), "/tasks", "list", validate=v1("List Tasks Response")),
-    Route("1.0", ("GET",), "/tasks/{id}", "get", refs=ALL_OK, validate=v1("Task")),
-    Route("1.0", ("POST",), "/tasks/{id}:cancel", "cancel", body=True, refs=CANCEL_REFS,
-          validate=v1("Task")),
-    Route("1.0", ("GET", "POST"), "/tasks/{id}:subscribe", "subscribe", streaming=True,
-          capability="streaming", refs=SUBSCRIBE_REFS, validate=v1("Stream Response")),
-    Route("1.0", ("POST",), "/tasks/{task_id}/pushNotificationConfigs", "push-create",
-          body=True, capability="push", refs=ALL_OK,
-          validate=v1("Task Push Notification Config")),
-    Route("1.0", ("GET",), "/tasks/{task_id}/pushNotificationConfigs", "push-list",
-          capability="push", refs=ALL_OK,
-          validate=v1("List Task Push Notification Configs Response")),
-    Route("1.0", ("GET",), "/tasks/{task_id}/pushNotificationConfigs/{config_id}", "push-get",
-          capability="push", refs=CONFIG_REFS, validate=v1("Task Push Notification Config")),
-    Route("1.0", ("DELETE",), "/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-          "push-delete", capability="push", refs=ALL_OK),
-    Route("1.0", ("GET",), "/extendedAgentCard", "card", capability="extended", validate=CARD),
-]
-ROUTES_V03 = [
-    Route("0.3", ("POST",), "/message:send", "send", body=True),
-    Route("0.3", ("POST",), "/message:stream", "stream", body=True, streaming=True,
-          capability="streaming"),
-    Route("0.3", ("GET",), "/tasks", "list"),
-    Route("0.3", ("GET",), "/tasks/{id}", "get", refs=ALL_OK),
+
+
+@dataclasses.dataclass(frozen=True)
+class Facts:
+    """What the fuzzer knows of one operation's routes beyond the table: a short name
+    (the properties' own), the outcome per seeded task in the path, the capability the
+    card must declare, and the 1.0 schema of a result.  ``body03``/``capability03``:
+    where 0.3 differs."""
+
+    name: str
+    refs: Optional[Dict[str, Expect]] = None
+    capability: Optional[str] = None
+    validate: Optional[Callable[[Any], None]] = None
+    body03: bool = True
+    capability03: Optional[str] = "same"
+
+
+#: Every operation of the table (a2a_flask.protocol.operations), by 1.0 method;
+#: test_every_operation_of_the_table_is_fuzzed_on_every_route fails for one missing here.
+FACTS = {
+    "SendMessage": Facts("send", validate=v1("Send Message Response")),
+    "SendStreamingMessage": Facts("stream", capability="streaming",
+                                  validate=v1("Stream Response")),
+    "GetTask": Facts("get", refs=ALL_OK, validate=v1("Task")),
+    "ListTasks": Facts("list", validate=v1("List Tasks Response")),
     # The 0.3 cancel route does not read its body:
     # test_v03_rest_cancel_refuses_a_malformed_body.
-    Route("0.3", ("POST",), "/tasks/{id}:cancel", "cancel", refs=CANCEL_REFS),
-    Route("0.3", ("GET", "POST"), "/tasks/{id}:subscribe", "subscribe", streaming=True,
-          capability="streaming", refs=SUBSCRIBE_REFS),
-    Route("0.3", ("POST",), "/tasks/{task_id}/pushNotificationConfigs", "push-create",
-          body=True, capability="push", refs=ALL_OK),
-    Route("0.3", ("GET",), "/tasks/{task_id}/pushNotificationConfigs", "push-list",
-          capability="push", refs=ALL_OK),
-    Route("0.3", ("GET",), "/tasks/{task_id}/pushNotificationConfigs/{config_id}", "push-get",
-          capability="push", refs=CONFIG_REFS),
-    Route("0.3", ("DELETE",), "/tasks/{task_id}/pushNotificationConfigs/{config_id}",
-          "push-delete", capability="push", refs=ALL_OK),
-    Route("0.3", ("GET",), "/card", "card"),
-]
+    "CancelTask": Facts("cancel", refs=CANCEL_REFS, validate=v1("Task"), body03=False),
+    "SubscribeToTask": Facts("subscribe", refs=SUBSCRIBE_REFS, capability="streaming",
+                             validate=v1("Stream Response")),
+    "CreateTaskPushNotificationConfig": Facts("push-create", refs=ALL_OK, capability="push",
+                                              validate=v1("Task Push Notification Config")),
+    "GetTaskPushNotificationConfig": Facts("push-get", refs=CONFIG_REFS, capability="push",
+                                           validate=v1("Task Push Notification Config")),
+    "ListTaskPushNotificationConfigs": Facts(
+        "push-list", refs=ALL_OK, capability="push",
+        validate=v1("List Task Push Notification Configs Response")),
+    "DeleteTaskPushNotificationConfig": Facts("push-delete", refs=ALL_OK, capability="push"),
+    # 0.3's /card is the public card: no capability needed.
+    "GetExtendedAgentCard": Facts("card", capability="extended", validate=CARD,
+                                  capability03=None),
+}
+
+
+def template_of(rule: str) -> str:
+    """A table rule with the fuzzer's placeholders: ``{id}`` for a task, ``{task_id}`` and
+    ``{config_id}`` under a task's push configs."""
+    rule = rule.replace("<a2aid:taskId>", "{task_id}")
+    return rule.replace("<a2aid:id>", "{config_id}" if "{task_id}" in rule else "{id}")
+
+
+def routes(version: str) -> List[Route]:
+    """The routes of ``version`` as the table has them, with what the fuzzer knows."""
+    out = []
+    for op in OPERATIONS:
+        facts = FACTS.get(op.name)
+        if facts is None:
+            continue
+        v03 = version == "0.3"
+        capability = facts.capability03 if v03 and facts.capability03 != "same" \
+            else facts.capability
+        for spec in (op.routes03 if v03 else op.rest):
+            out.append(Route(version, spec.verbs, template_of(spec.rule), facts.name,
+                             body=spec.source == "body" and (facts.body03 or not v03),
+                             streaming=op.streaming, capability=capability, refs=facts.refs,
+                             validate=None if v03 else facts.validate, operation=op.name))
+    return out
+
+
+ROUTES_V1 = routes("1.0")
+ROUTES_V03 = routes("0.3")
 ALL_ROUTES = ROUTES_V1 + ROUTES_V03
 #: The verbs each path serves (several routes share a path: push configs, subscribe).
 VERBS_OF: Dict[Tuple[str, str], Tuple[str, ...]] = {}
@@ -162,13 +182,6 @@ ROUTING = rest_error((400, "INVALID_PARAMS"), (404, "TASK_NOT_FOUND"),
 
 
 # ================================================================== the world and the exchange
-
-
-@pytest.fixture
-def world():
-    w = RpcWorld(FULL)
-    yield w
-    w.close()
 
 
 def no_newline(value: str) -> bool:
@@ -355,12 +368,9 @@ def rest_body_spec(route: Route) -> Optional[Spec]:
     """The member list of a route's body, borrowed from the JSON-RPC specs (path members
     are left out: the path wins)."""
     if route.version == "1.0":
-        spec = {"send": BY_NAME["SendMessage"], "stream": BY_NAME["SendStreamingMessage"],
-                "cancel": BY_NAME["CancelTask"],
-                "push-create": BY_NAME["CreateTaskPushNotificationConfig"]}.get(route.name)
-        if spec is None:
-            return None
-        path_keys = {"id", "taskId"} if route.name in ("cancel", "push-create") else set()
+        spec = PARAMS_V1[route.operation]
+        # A route with a task in its path leaves both ids to the path.
+        path_keys = {"id", "taskId"} if "{" in route.template else set()
         template = {k: v for k, v in spec.template.items() if k not in path_keys}
         fields = [f for f in spec.fields if f.path[0] not in path_keys]
         return dataclasses.replace(spec, template=template, fields=fields)
@@ -720,303 +730,14 @@ def test_rest_headers_version_credentials_extensions_content_type(
                   validate_result=route.validate if who == OWNER else None)
 
 
-# ================================================================== a real server, raw bytes
+# ================================================================== coverage of the table
 
 
-def raw_exchange(port: int, payload: bytes, *, half_close: bool = True,
-                 timeout: float = 5.0) -> bytes:
-    """Send raw bytes to the server; everything it answers until it closes (or goes quiet)."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
-        try:
-            sock.sendall(payload)
-            if half_close:
-                sock.shutdown(socket.SHUT_WR)
-        except OSError:  # the server answered (413) and closed before the body was sent
-            pass
-        chunks = []
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                chunk = sock.recv(65536)
-            except socket.timeout:
-                break
-            except OSError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return b"".join(chunks)
-
-
-def http_request(method: str, path: str, body: bytes, *, length: Optional[int] = None,
-                 content_type: str = "application/json", extra: str = "",
-                 chunked: bool = False) -> bytes:
-    head = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close",
-            f"Content-Type: {content_type}", "Authorization: Bearer alice-token"]
-    if path == "/a2a":
-        head.append("A2A-Version: 1.0")
-    if chunked:
-        head.append("Transfer-Encoding: chunked")
-    else:
-        head.append(f"Content-Length: {len(body) if length is None else length}")
-    if extra:
-        head.append(extra)
-    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body
-
-
-def hostile_payloads(rng: random.Random) -> List[Tuple[str, bytes]]:
-    """A few hundred hostile HTTP requests with well-formed heads (bodies lie)."""
-    valid = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
-        "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "raw"}]}}}).encode()
-    get = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "GetTask",
-                      "params": {"id": "no-such-task"}}).encode()
-    rest_send = json.dumps({"message": {"messageId": "m", "role": "ROLE_USER",
-                                        "parts": [{"text": "raw"}]}}).encode()
-    targets = [("/a2a", valid), ("/a2a", get), ("/a2a/rest/message:send", rest_send),
-               ("/a2a/rest/tasks/x:cancel", b"{}"),
-               ("/a2a/rest/v1/message:send", rest_send.replace(b"parts", b"content"))]
-    payloads: List[Tuple[str, bytes]] = []
-    for _ in range(70):  # bodies cut short of what Content-Length promises
-        path, body = rng.choice(targets)
-        cut = rng.randrange(0, len(body))
-        payloads.append(("truncated", http_request("POST", path, body[:cut], length=len(body))))
-    for _ in range(40):  # Content-Length shorter than the body (the rest is junk)
-        path, body = rng.choice(targets)
-        payloads.append(("short length", http_request(
-            "POST", path, body, length=rng.randrange(0, len(body)))))
-    for _ in range(40):  # random bytes as bodies, honest lengths
-        path, _ = rng.choice(targets)
-        junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
-        payloads.append(("junk body", http_request("POST", path, junk)))
-    for _ in range(30):  # invalid UTF-8 and NUL inside otherwise valid JSON (UTF-8 encoded
-        # surrogates, which json.loads lets through: test_utf8_encoded_surrogates_are_a_parse_error)
-        path, body = rng.choice(targets)
-        pos = rng.randrange(len(body))
-        bad = body[:pos] + rng.choice([b"\xff", b"\xc3", b"\x00", b"\xc0\xaf"]) + body[pos:]
-        payloads.append(("bad utf-8", http_request("POST", path, bad)))
-    for size in (MAX_BODY_SERVER + 1, 2 * MAX_BODY_SERVER, 3_000_000):
-        for path, _ in targets[:3]:  # oversized, announced honestly
-            payloads.append(("oversized", http_request("POST", path, b"x" * size)))
-    for path, _ in targets[:3]:  # oversized by announcement only (the body never comes)
-        payloads.append(("announced huge", http_request("POST", path, b"{", length=10**12)))
-        payloads.append(("negative length", http_request("POST", path, b"{}", length=-1)))
-    for _ in range(30):  # chunked bodies holding cut JSON; every one properly terminated
-        # (a chunked body cut short: test_a_truncated_chunked_body_is_an_invalid_request)
-        path, body = rng.choice(targets)
-        chunk = body[:rng.randrange(0, len(body) + 1)]
-        framed = (f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n" if chunk else b"")
-        payloads.append(("chunked", http_request("POST", path, framed + b"0\r\n\r\n",
-                                                 chunked=True)))
-    for path, _ in targets[:3]:  # chunked and oversized
-        big = b"x" * (MAX_BODY_SERVER + 10)
-        framed = f"{len(big):x}\r\n".encode() + big + b"\r\n0\r\n\r\n"
-        payloads.append(("chunked oversized", http_request("POST", path, framed, chunked=True)))
-    for _ in range(20):  # wrong content types and hostile headers, valid JSON-RPC body
-        path, body = rng.choice(targets)
-        payloads.append(("headers", http_request(
-            "POST", path, body, content_type=rng.choice(["text/html", "", "a/b+json;x=\"", "*"]),
-            extra=rng.choice(["A2A-Extensions: " + "x," * 500, "X-Forwarded-For: ../../",
-                              "Last-Event-ID: -1", "Expect: 100-continue"]))))
-    for verb in ("GET", "PUT", "DELETE", "PATCH"):  # every verb on REST routes
-        for path, body in targets[2:]:
-            payloads.append(("verb", http_request(verb, path, body)))
-    return payloads
-
-
-MAX_BODY_SERVER = 64 * 1024
-
-
-def _split_response(raw: bytes) -> Tuple[int, Dict[str, str], bytes]:
-    head, _, body = raw.partition(b"\r\n\r\n")
-    while head.split(b" ", 2)[1:2] == [b"100"]:  # an interim 100 Continue
-        head, _, body = body.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    status = int(lines[0].split()[1])
-    headers = {}
-    for line in lines[1:]:
-        name, _, value = line.partition(":")
-        headers[name.strip().lower()] = value.strip()
-    if headers.get("transfer-encoding") == "chunked":
-        decoded, rest = b"", body
-        while rest:
-            size_line, _, rest = rest.partition(b"\r\n")
-            size = int(size_line.split(b";")[0] or b"0", 16)
-            if size == 0:
-                break
-            decoded, rest = decoded + rest[:size], rest[size + 2:]
-        body = decoded
-    return status, headers, body
-
-
-@pytest.fixture(scope="module")
-def fuzz_server():
-    """gunicorn -k gevent running tests/support/fuzz_server_app.py (bearer auth, small body limit)."""
-    with Server("tests.support.fuzz_server_app:app", env={"FUZZ_MAX_BODY": str(MAX_BODY_SERVER)}) as server:
-        yield server
-
-
-#: gunicorn's own answer to a request it cannot frame (a bad Content-Length): the app
-#: never sees it, so it is not the app's JSON.
-GUNICORN_REFUSAL = b"<title>Bad Request</title>"
-
-
-def test_raw_hostile_bytes_against_gunicorn(fuzz_server):
-    """A real ``gunicorn -k gevent``: a few hundred requests whose bodies are truncated,
-    shorter or longer than their Content-Length says, oversized, chunked and cut, or
-    junk.  Whatever the app answers is a non-5xx JSON error without a traceback (a
-    request gunicorn itself refuses gets its own 400, and a body that never comes
-    gets no answer), and the server still serves afterwards."""
-    rng = random.Random(6)  # fixed seed: the same payloads on every run
-    payloads = hostile_payloads(rng)
-    assert len(payloads) >= 250
-    problems: List[str] = []
-    answered = 0
-    server = fuzz_server
-    log_start = server.log_path.stat().st_size
-    for kind, payload in payloads:
-        answer = raw_exchange(server.port, payload, half_close=kind != "announced huge",
-                              timeout=3.0 if kind == "announced huge" else 5.0)
-        if not answer:
-            continue  # the connection closed without an answer (the body never came)
-        answered += 1
-        status, headers, body = _split_response(answer)
-        app_answer = headers.get("content-type", "").startswith("application/json")
-        if status >= 500:
-            problems.append(f"{kind}: HTTP {status} {body[:200]!r} for {payload[:200]!r}")
-        if b"Traceback" in body or b'.py", line' in body:
-            problems.append(f"{kind}: traceback {body[:300]!r}")
-        if app_answer:
-            json.loads(body)
-        elif not (status == 400 and GUNICORN_REFUSAL in body):
-            problems.append(f"{kind}: HTTP {status} {headers.get('content-type')} "
-                            f"{body[:200]!r} for {payload[:200]!r}")
-    # Still serving: a JSON-RPC call, a REST call and the card.
-    response = requests.post(server.url + "/a2a", json={
-        "jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-        "params": {"message": {"messageId": "m", "role": "ROLE_USER",
-                               "parts": [{"text": "still there?"}]}}},
-        headers={**ALICE, "A2A-Version": "1.0"}, timeout=10)
-    assert response.status_code == 200 and "result" in response.json(), response.text
-    assert requests.get(server.url + "/a2a/rest/tasks", headers=ALICE,
-                        timeout=10).status_code == 200
-    assert requests.get(server.url + "/.well-known/agent-card.json",
-                        timeout=10).status_code == 200
-    with open(server.log_path, "rb") as handle:
-        handle.seek(log_start)
-        log = handle.read().decode("utf-8", "replace")
-    assert answered >= 200, answered
-    assert not problems, "\n".join(problems[:20])
-    internal = [line for line in log.splitlines() if "request failed" in line]
-    assert not internal, "internal errors logged:\n" + "\n".join(internal[:10])
-
-
-# ================================================================== bugs found, now regression tests
-
-
-def raw(world: RpcWorld, verb: str, path: str, body: bytes = b"",
-        headers: Optional[Dict[str, str]] = None):
-    return world.client.open(path, method=verb, data=body,
-                             headers=headers or world.required_headers,
-                             content_type="application/json" if body else None)
-
-
-def test_v03_rest_cancel_refuses_a_malformed_body(world):
-    before = world.snapshot()
-    path = V03 + "/tasks/" + world.ids[SEED_WORKING] + ":cancel"
-    response = raw(world, "POST", path, b"{garbage")
-    assert response.status_code == 400, response.get_data()[:200]
-    assert response.get_json()["error"]["details"][0]["reason"] == "PARSE_ERROR"
-    world.assert_unchanged(before, "regression")
-
-
-def test_rest_lone_surrogate_in_an_echoed_id_stays_json(world):
-    response = raw(world, "POST", ROOT + "/message:send", rb'{"message":{"messageId":"m","role":'
-                   rb'"ROLE_USER","taskId":"\udfff","parts":[{"text":"x"}]}}')
-    assert response.status_code in (400, 404) and response.mimetype == "application/json", (
-        response.status_code, response.mimetype)
-
-
-def test_rest_lone_surrogate_in_message_text_is_400_and_starts_nothing(world):
-    before = world.snapshot()
-    response = raw(world, "POST", ROOT + "/message:send", rb'{"message":{"messageId":"m","role":'
-                   rb'"ROLE_USER","parts":[{"text":"\ud800"}]}}')
-    assert response.status_code == 400, (response.status_code, response.get_data()[:200])
-    world.assert_unchanged(before, "regression")
-
-
-def test_rest_body_nested_too_deeply_is_400(world):
-    response = raw(world, "POST", ROOT + "/message:send", b"[" * 100_000 + b"]" * 100_000)
-    assert response.status_code == 400, response.status_code
-
-
-@pytest.mark.parametrize("stamp", overflowing_timestamps)
-def test_rest_timestamp_out_of_range_in_utc_is_400(world, stamp):
-    response = raw(world, "GET", ROOT + "/tasks?" + urlencode({"statusTimestampAfter": stamp}))
-    assert response.status_code == 400, response.status_code
-
-
-def test_rest_deeply_nested_page_token_is_400(world):
-    import base64
-
-    token = base64.urlsafe_b64encode(b"[" * 100_000).decode()
-    response = raw(world, "GET", ROOT + "/tasks?" + urlencode({"pageToken": token}))
-    assert response.status_code == 400, response.status_code
-
-
-def test_rest_huge_version_number_is_400(world):
-    response = world.client.get(ROOT + "/tasks", headers={**ALICE,
-                                                          "A2A-Version": "1." + "0" * 5000})
-    assert response.status_code == 400, response.status_code
-
-
-@pytest.mark.parametrize("verb,path", [("GET", "/a2a"), ("DELETE", "/a2a"), ("GET", ROOT),
-                                       ("POST", ROOT + "/"), ("TRACE", ROOT + "/tasks"),
-                                       ("GET", ROOT + "//tasks"),
-                                       ("GET", V03 + "/tasks/%0A:cancel"),
-                                       ("GET", ROOT + "/x%0Ay")])
-def test_no_html_error_pages_on_the_agents_paths(world, verb, path):
-    response = raw(world, verb, path)
-    assert response.status_code < 500
-    assert response.mimetype == "application/json", (response.status_code, response.mimetype,
-                                                     response.get_data()[:80])
-
-
-INCOMPLETE = "The request body ended before it was complete"
-
-
-def test_a_truncated_chunked_body_is_an_invalid_request(fuzz_server):
-    """A chunked body cut short (no last chunk): REST 400 and JSON-RPC -32600, both
-    saying so, never a parse of what came (nor -32603)."""
-    answers = {path: _split_response(raw_exchange(fuzz_server.port, http_request(
-        "POST", path, b"2\r\n{}\r\n", chunked=True)))
-        for path in ("/a2a/rest/message:send", "/a2a")}
-    status, headers, body = answers["/a2a/rest/message:send"]
-    assert status == 400 and headers["content-type"] == "application/json", (status, body[:200])
-    error = json.loads(body)["error"]
-    assert (error["status"], error["message"]) == ("INVALID_ARGUMENT", INCOMPLETE)
-    assert error["details"][0]["reason"] == "INVALID_REQUEST"
-    status, headers, body = answers["/a2a"]
-    assert status == 200 and headers["content-type"] == "application/json", (status, body[:200])
-    answer = json.loads(body)
-    assert answer["id"] is None and (answer["error"]["code"], answer["error"]["message"]) == (
-        -32600, INCOMPLETE)
-
-
-def test_utf8_encoded_surrogates_are_a_parse_error(world):
-    body = b'{"jsonrpc":"2.0","id":1,"method":"GetTa\xed\xa0\x80sk"}'  # ED A0 80: U+D800
-    response = raw(world, "POST", "/a2a", body,
-                   headers={**world.required_headers, "A2A-Version": "1.0"})
-    assert response.status_code == 200 and response.mimetype == "application/json", (
-        response.status_code, response.mimetype)
-    answer = response.get_json()
-    assert answer["id"] is None and answer["error"]["code"] == -32700, answer
-    assert answer["error"]["data"][0]["reason"] == "PARSE_ERROR"
-
-
-@pytest.mark.parametrize("value", ["\u00b2", "1" * 5000])
-def test_rest_last_event_id_of_odd_digits_is_ignored(world, value):
-    """ListTasks answers exactly as it does without the header."""
-    plain = world.client.get(ROOT + "/tasks", headers=ALICE)
-    response = world.client.get(ROOT + "/tasks", headers={**ALICE, "Last-Event-ID": value})
-    assert plain.status_code == 200
-    assert (response.status_code, response.get_json()) == (200, plain.get_json())
+def test_every_operation_of_the_table_is_fuzzed_on_every_route():
+    """Every route of every operation of ``a2a_flask.protocol.operations`` (1.0, and 0.3
+    where it has one) is fuzzed once FACTS knows the operation: until then this fails."""
+    assert set(FACTS) == {op.name for op in OPERATIONS}
+    expected = {("1.0", op.name, spec.rule) for op in OPERATIONS for spec in op.rest}
+    expected |= {("0.3", op.name, spec.rule) for op in OPERATIONS for spec in op.routes03}
+    fuzzed = {(r.version, r.operation, r.template) for r in ALL_ROUTES}
+    assert {(v, name, template_of(rule)) for v, name, rule in expected} == fuzzed

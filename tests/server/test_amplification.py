@@ -1,4 +1,4 @@
-"""Nothing amplifies (DESIGN invariant 10), against real gunicorn -k gevent.
+"""Nothing amplifies (docs/internals.rst, invariant 10), against real gunicorn -k gevent.
 
 Every request family is sent with one large caller-chosen field; the answer's
 bytes must stay within a small multiple of what was sent, and the worker's peak
@@ -17,6 +17,7 @@ import requests
 from a2a_flask.protocol.models import new_id
 
 from tests.support.helpers import V1, Server, proc_status_kib, rpc_body, worker_pids
+from tests.support.tasks import message
 
 #: The large field each request carries (characters).
 BIG = 1 << 20
@@ -40,10 +41,6 @@ def server(tmp_path_factory) -> Iterator[Server]:
 def peak_kib(server: Server) -> int:
     (pid,) = worker_pids(server)
     return proc_status_kib(pid, "VmHWM")
-
-
-def message(text: str = "hello", **extra: Any) -> Dict[str, Any]:
-    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}], **extra}
 
 
 def post(server: Server, body: bytes, *, path: str = "/a2a", headers: Optional[dict] = None,

@@ -1,5 +1,5 @@
 """What strict clients and conformance kits check, against the conformance agent under
-a real ``gunicorn -k gevent``, set up as the kits run it (issue 13):
+a real ``gunicorn -k gevent``, set up as the kits run it:
 ``FLASK_A2A_PUSH_ALLOWED_HOSTS=example.com`` and ``FLASK_A2A_LEGACY_CARD=0``.
 
 * a REST body that is not JSON by its Content-Type: 415 with the JSON error body;

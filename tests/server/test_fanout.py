@@ -1,81 +1,14 @@
-"""A crowd watching one task costs the store what one watcher does (issue 41), on real
-gunicorn -k gevent workers and every shared store: a thousand subscribers of one
-running task each see every chunk once, in order, and the final state; the task
-completes; and the store calls per event do not grow with the crowd.
-
-Before, each watcher read the store on its own for every event: on Redis a crowd
-of 200 exhausted the connection pool and failed the task it watched; on SQLite
-and PostgreSQL a thousand attached so slowly that hundreds were served only
-after the task had ended.  ``bench/fanout.py`` measures the same with timings.
-"""
+"""SQLite and MariaDB on one host: the fan-out test
+(tests/support/fanout_case.py says what it shows)."""
 from __future__ import annotations
-
-import sys
-import tempfile
-import uuid
-from pathlib import Path
-from typing import Iterator, List, Tuple
 
 import pytest
 
-from tests.conftest import drop_sql_database, sql_test_url
-from tests.support.helpers import ROOT
-from tests.server.test_faults_stores import RedisServer
+from tests.support.fanout_case import (  # noqa: F401
+    crowd_fixture,
+    test_a_thousand_watchers_see_every_chunk_and_cost_the_store_what_one_does,
+)
 
-sys.path.insert(0, str(ROOT / "bench"))
-import fanout  # noqa: E402
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]
 
-pytestmark = pytest.mark.timeout(240)
-
-#: The task of each phase: this many chunks, over this many seconds.
-CHUNKS, SECONDS = 20, 1.0
-#: (store, hosts): every shared store on one host of two workers; Redis and
-#: PostgreSQL also on two hosts.
-CASES = [("sqlite", 1), ("redis", 1), ("postgresql", 1), ("mariadb", 1), ("redis", 2),
-         ("postgresql", 2)]
-
-
-def store_url(kind: str, folder: str) -> Tuple[str, object]:
-    """A fresh store of ``kind`` and how to drop it; Redis is a server of the test's
-    own, whose command count no other test adds to."""
-    if kind == "sqlite":
-        return f"sqlite:///{folder}/tasks.db", lambda: None
-    if kind == "redis":
-        server = RedisServer(Path(folder))
-        return f"redis://127.0.0.1:{server.port}/0", server.stop
-    name = f"a2atest_{uuid.uuid4().hex[:12]}"
-    return sql_test_url(kind, name), lambda: drop_sql_database(kind, name)
-
-
-@pytest.fixture(params=CASES, ids=[f"{kind}-{hosts}host" for kind, hosts in CASES])
-def crowd(request) -> Iterator[Tuple[List[fanout.Host], str, str, int]]:
-    kind, count = request.param
-    with tempfile.TemporaryDirectory() as folder:
-        url, drop = store_url(kind, folder)
-        hosts: List[fanout.Host] = []
-        try:
-            hosts = [fanout.Host(url, 2, folder) for _ in range(count)]
-            yield hosts, url, folder, count
-        finally:
-            for host in hosts:
-                host.stop()
-            drop()  # type: ignore[operator]
-
-
-def test_a_thousand_watchers_see_every_chunk_and_cost_the_store_what_one_does(crowd):
-    hosts, url, folder, count = crowd
-    phases = [fanout.run_phase(hosts, url, folder, watchers, CHUNKS, SECONDS, limit=90)
-              for watchers in (1, 100, 1000)]
-    for phase in phases:
-        assert phase.complete == phase.watchers, (phase.watchers, phase.complete, phase.errors)
-    one = phases[0]
-    # One watcher is one worker reading; a crowd spreads over every worker of every
-    # host, each of which reads once per event: per worker, the crowd costs what one
-    # watcher does (twice is the bound, with room for the odd keeper round).
-    workers = 2 * count
-    for phase in phases[1:]:
-        assert phase.reads_per_event <= workers * one.reads_per_event, (
-            phase.watchers, phase.calls, one.calls)
-        if phase.commands is not None:  # Redis: the server's own count
-            assert phase.commands <= workers * max(one.commands or 0, 1) * 1.5, (
-                phase.watchers, phase.commands, one.commands)
+crowd = crowd_fixture("sqlite", "mariadb")

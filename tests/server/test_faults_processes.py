@@ -8,19 +8,15 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Dict, List
+from typing import List
 
 import pytest
 import requests
 
-from a2a_flask.protocol.models import new_id
 from a2a_flask.stores import open_store
 
 from tests.support.helpers import V1, Server, parse_sse, probe, rpc_body
-
-
-def message(text: str) -> Dict[str, Any]:
-    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}]}
+from tests.support.tasks import message
 
 
 def start(server: Server, text: str) -> str:

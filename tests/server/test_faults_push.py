@@ -19,6 +19,7 @@ import requests
 from a2a_flask.protocol.models import new_id
 
 from tests.support.helpers import Probing, Server, WebhookReceiver, probe, rpc_body, wait_until
+from tests.support.tasks import COMPLETED, get_task
 
 FAST_RETRIES = {"FLASK_A2A_PUSH_ALLOW_PRIVATE": "1", "FLASK_A2A_PUSH_RETRY_DELAY": "0.1",
                 "FLASK_A2A_PUSH_RETRY_MAX_DELAY": "0.3", "FLASK_A2A_PUSH_MAX_ATTEMPTS": "1000",
@@ -33,10 +34,6 @@ def send_with_webhook(server: Server, url: str, text: str = "hello") -> str:
     task = body["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     return task["id"]
-
-
-def state_of(server: Server, task_id: str) -> str:
-    return server.rpc("GetTask", {"id": task_id})["result"]["status"]["state"]
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +154,7 @@ def test_webhook_failure_is_retried_while_the_worker_answers(server, fault):
                        "a failed attempt and its retry")
             probe(server.url, task_id)
             probing.wait_for(3)
-        assert state_of(server, task_id) == "TASK_STATE_COMPLETED"
+        assert get_task(server, task_id)["status"]["state"] == COMPLETED
         lines = [line for line in server.log_text().splitlines()
                  if task_id in line and "attempt" in line]
         assert any(expected in line for line in lines), lines[:3]

@@ -4,12 +4,10 @@ error event, the worker keeps answering, and everything recovers without a resta
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, Dict, List
 
 import pytest
@@ -17,14 +15,15 @@ import requests
 
 from a2a_flask.protocol.models import new_id
 
-from tests.conftest import require
-from tests.support.helpers import V1, Probing, Server, free_port, parse_sse, probe, rpc_body, wait_until
+from tests.support.dbservers import RedisServer
+from tests.support.helpers import V1, Probing, Server, parse_sse, probe, rpc_body, wait_until
+from tests.support.tasks import message
+
+pytestmark = pytest.mark.declare(slow=[
+    "test_redis_killed_mid_stream_and_restarted",
+    "test_redis_down_is_unavailable_and_back_is_fine"])
 
 UNAVAILABLE = "The task store is unavailable; try again shortly"
-
-
-def message(text: str) -> Dict[str, Any]:
-    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}]}
 
 
 def get_task(server: Server, task_id: str) -> Dict[str, Any]:
@@ -32,121 +31,77 @@ def get_task(server: Server, task_id: str) -> Dict[str, Any]:
                          headers=V1, timeout=10).json()
 
 
-class RedisServer:
-    """Our own redis-server on a spare loopback port, persisting every write (so a
-    kill and restart loses nothing acknowledged).  Without a ``redis-server`` binary
-    the test is skipped, saying so (failed under ``A2A_REQUIRE_SERVICES=1``)."""
-
-    def __init__(self, directory: Path) -> None:
-        if shutil.which("redis-server") is None:
-            require("redis-server is not installed: the Redis outage cases need their own")
-        self.port = free_port()
-        self.directory = directory
-        self.proc: Any = None
-        self.start()
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", "always",
-             "--save", ""], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        import redis
-
-        client = redis.Redis(port=self.port, socket_timeout=1)
-        wait_until(lambda: self._pings(client), 10, "redis-server to start")
-
-    @staticmethod
-    def _pings(client: Any) -> bool:
-        try:
-            return bool(client.ping())
-        except Exception:
-            return False
-
-    def kill(self) -> None:
-        self.proc.kill()
-        self.proc.wait(5)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(5)
-
-
 def test_redis_killed_mid_stream_and_restarted(tmp_path):
     pytest.importorskip("redis")
-    redis_server = RedisServer(tmp_path)
     # An outage past A2A_STORE_GRACE (1 s here): what a blip within it does is in
     # tests/stores/test_blips.py and tests/server/test_blips_restart.py.
-    env = {"FLASK_A2A_STORE": f"redis://127.0.0.1:{redis_server.port}/0?prefix=faults-{new_id()[:8]}",
-           "FLASK_A2A_LEASE_TTL": "3", "FLASK_A2A_STORE_GRACE": "1"}
-    try:
-        with Server("tests.support.fault_app:app", env=env) as server:
-            done = server.rpc("SendMessage", {"message": message("before the outage")})
-            done_id = done["result"]["task"]["id"]
-            events: List[Dict[str, Any]] = []
-            stream = requests.post(server.url + "/a2a", json=rpc_body(
-                "SendStreamingMessage", {"message": message("sleep 2")}), headers=V1,
-                stream=True, timeout=20)
-            lines = stream.iter_lines(decode_unicode=True)
-            buffer: List[str] = []
+    with RedisServer(tmp_path) as redis_server, Server("tests.support.fault_app:app", env={
+            "FLASK_A2A_STORE": f"{redis_server.url}?prefix=faults-{new_id()[:8]}",
+            "FLASK_A2A_LEASE_TTL": "3", "FLASK_A2A_STORE_GRACE": "1"}) as server:
+        done = server.rpc("SendMessage", {"message": message("before the outage")})
+        done_id = done["result"]["task"]["id"]
+        events: List[Dict[str, Any]] = []
+        stream = requests.post(server.url + "/a2a", json=rpc_body(
+            "SendStreamingMessage", {"message": message("sleep 2")}), headers=V1,
+            stream=True, timeout=20)
+        lines = stream.iter_lines(decode_unicode=True)
+        buffer: List[str] = []
 
-            def read_stream() -> None:
-                for line in lines:
-                    buffer.append(line)
-                events.extend(parse_sse("\n".join(buffer) + "\n\n"))
+        def read_stream() -> None:
+            for line in lines:
+                buffer.append(line)
+            events.extend(parse_sse("\n".join(buffer) + "\n\n"))
 
-            reader = threading.Thread(target=read_stream, daemon=True)
-            reader.start()
-            wait_until(lambda: any("TASK_STATE_WORKING" in line for line in buffer), 10,
-                       "the stream's first events")
-            running_id = parse_sse("\n".join(buffer) + "\n\n")[0]["data"]["result"]["task"]["id"]
+        reader = threading.Thread(target=read_stream, daemon=True)
+        reader.start()
+        wait_until(lambda: any("TASK_STATE_WORKING" in line for line in buffer), 10,
+                   "the stream's first events")
+        running_id = parse_sse("\n".join(buffer) + "\n\n")[0]["data"]["result"]["task"]["id"]
 
-            redis_server.kill()
-            with Probing(server.url, done_id) as probing:
-                # JSON-RPC: -32603 with a message that says what happened, nothing internal.
-                answer = get_task(server, done_id)
-                assert answer["error"]["code"] == -32603, answer
-                assert answer["error"]["message"] == UNAVAILABLE
-                assert "redis" not in json.dumps(answer).lower()
-                # REST: 503 with Retry-After.
-                rest = requests.get(f"{server.url}/a2a/rest/tasks/{done_id}", headers=V1,
-                                    timeout=10)
-                assert rest.status_code == 503, rest.text
-                assert rest.headers["Retry-After"].isdigit()
-                assert rest.json()["error"]["status"] == "UNAVAILABLE"
-                # A new task is refused the same way (nothing is acknowledged and then lost).
-                refused = requests.post(server.url + "/a2a", json=rpc_body(
-                    "SendMessage", {"message": message("during the outage")}),
-                    headers=V1, timeout=10).json()
-                assert refused["error"]["message"] == UNAVAILABLE, refused
-                # The open stream ends with one error event.
-                reader.join(10)
-                assert not reader.is_alive(), "the stream did not end"
-                errors = [e for e in events if e.get("event") == "error"]
-                assert len(errors) == 1, events
-                assert errors[0]["data"]["error"]["message"] == UNAVAILABLE
-                # The running task's executor ends while the store is down.
-                wait_until(lambda: f"task {running_id} stopped: the task store is unavailable"
-                           in server.log_text(), 30, "the running task to stop")
-                probing.wait_for(5)
-            log = server.log_text()
-            assert "task store unavailable" in log
-            assert "Traceback" not in log, log[log.find("Traceback") - 300:][:2500]
+        redis_server.kill()
+        with Probing(server.url, done_id) as probing:
+            # JSON-RPC: -32603 with a message that says what happened, nothing internal.
+            answer = get_task(server, done_id)
+            assert answer["error"]["code"] == -32603, answer
+            assert answer["error"]["message"] == UNAVAILABLE
+            assert "redis" not in json.dumps(answer).lower()
+            # REST: 503 with Retry-After.
+            rest = requests.get(f"{server.url}/a2a/rest/tasks/{done_id}", headers=V1,
+                                timeout=10)
+            assert rest.status_code == 503, rest.text
+            assert rest.headers["Retry-After"].isdigit()
+            assert rest.json()["error"]["status"] == "UNAVAILABLE"
+            # A new task is refused the same way (nothing is acknowledged and then lost).
+            refused = requests.post(server.url + "/a2a", json=rpc_body(
+                "SendMessage", {"message": message("during the outage")}),
+                headers=V1, timeout=10).json()
+            assert refused["error"]["message"] == UNAVAILABLE, refused
+            # The open stream ends with one error event.
+            reader.join(10)
+            assert not reader.is_alive(), "the stream did not end"
+            errors = [e for e in events if e.get("event") == "error"]
+            assert len(errors) == 1, events
+            assert errors[0]["data"]["error"]["message"] == UNAVAILABLE
+            # The running task's executor ends while the store is down.
+            wait_until(lambda: f"task {running_id} stopped: the task store is unavailable"
+                       in server.log_text(), 30, "the running task to stop")
+            probing.wait_for(5)
+        log = server.log_text()
+        assert "task store unavailable" in log
+        assert "Traceback" not in log, log[log.find("Traceback") - 300:][:2500]
 
-            redis_server.start()  # the same data (append-only file), the same port
-            recovered = wait_until(lambda: "result" in get_task(server, done_id), 15,
-                                   "GetTask to answer again")
-            assert recovered
-            # The task that was running is FAILED with a clear message, not left WORKING.
-            failed = wait_until(
-                lambda: (lambda t: t if t["status"]["state"] == "TASK_STATE_FAILED" else None)(
-                    get_task(server, running_id)["result"]), 15, "the interrupted task to fail")
-            assert "task store was unavailable" in failed["status"]["message"]["parts"][0]["text"]
-            again = server.rpc("SendMessage", {"message": message("after the outage")})
-            assert again["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-            probe(server.url, done_id)
-    finally:
-        redis_server.stop()
+        redis_server.start()  # the same data (append-only file), the same port
+        recovered = wait_until(lambda: "result" in get_task(server, done_id), 15,
+                               "GetTask to answer again")
+        assert recovered
+        # The task that was running is FAILED with a clear message, not left WORKING.
+        failed = wait_until(
+            lambda: (lambda t: t if t["status"]["state"] == "TASK_STATE_FAILED" else None)(
+                get_task(server, running_id)["result"]), 15, "the interrupted task to fail")
+        assert "task store was unavailable" in failed["status"]["message"]["parts"][0]["text"]
+        again = server.rpc("SendMessage", {"message": message("after the outage")})
+        assert again["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        probe(server.url, done_id)
 
 
 LOCKER = """
@@ -160,14 +115,15 @@ db.execute("COMMIT")
 
 
 def test_sqlite_write_locked_by_another_process(tmp_path):
-    """Another process holds the database's write lock for 5 s: reads go on, writes
-    wait cooperatively (then answer "unavailable" if the lock outlasts the 5 s busy
-    timeout), the worker answers the probe all along, and writes work again after."""
+    """Another process holds the database's write lock for 2 s: reads go on, writes
+    wait cooperatively (a lock past the store's busy timeout answers "unavailable":
+    test_sqlite_locked_past_its_timeout_is_unavailable), the worker answers the probe
+    all along, and writes work again after."""
     db = tmp_path / "tasks.db"
     env = {"FLASK_A2A_STORE": f"sqlite:///{db}"}
     with Server("tests.support.fault_app:app", env=env, workers=2) as server:
         done_id = server.rpc("SendMessage", {"message": message("before")})["result"]["task"]["id"]
-        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "5"],
+        locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(db), "2"],
                                   stdout=subprocess.PIPE, text=True)
         try:
             assert locker.stdout.readline().strip() == "locked"
@@ -291,9 +247,8 @@ def test_redis_down_is_unavailable_and_back_is_fine(tmp_path):
     from a2a_flask import StoreUnavailable
     from a2a_flask.stores import open_store
 
-    redis_server = RedisServer(tmp_path)
-    try:
-        store = open_store(f"redis://127.0.0.1:{redis_server.port}/0?prefix=u-{new_id()[:8]}")
+    with RedisServer(tmp_path) as redis_server:
+        store = open_store(f"{redis_server.url}?prefix=u-{new_id()[:8]}")
         assert store.load("t") is None
         redis_server.kill()
         for call in (lambda: store.load("t"), lambda: store.wait("t", 0, 0.5),
@@ -303,8 +258,6 @@ def test_redis_down_is_unavailable_and_back_is_fine(tmp_path):
         redis_server.start()
         assert store.load("t") is None
         store.close()
-    finally:
-        redis_server.stop()
 
 
 def _target():

@@ -50,7 +50,7 @@ from a2a.utils.errors import (  # noqa: E402
     UnsupportedOperationError,
 )
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]
 
 FILE_CONTENT = b"Generated file content"  # the conformance agent's tck-artifact-file
 SLOW = "test-resubscribe-message-id"  # the conformance agent works ~4.5 s on these

@@ -1,5 +1,6 @@
-"""Every code block of README.rst and of each ``docs/*.rst`` page runs here, as a
-reader would paste it.
+"""Every code block of README.rst and of each ``docs/*.rst`` page runs here (the
+README's; the manual's pages in ``test_readme_docs.py``, so that parallel runs
+spread the two), as a reader would paste it.
 
 Blocks are collected from the files, so an edit to a page is tested as it is.
 Each page is read on its own (its own namespace, shell and server), top to
@@ -30,6 +31,7 @@ import io
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -48,7 +50,7 @@ from tests.support.helpers import ROOT, free_port, stop_process_group
 README = ROOT / "README.rst"
 #: The pages whose blocks run: the README, then the manual's pages in name order.
 PAGES = [README] + sorted((ROOT / "docs").glob("*.rst"))
-#: The settings table and its type legend (moved from the README, issue 37).
+#: The settings table and its type legend (moved from the README).
 CONFIGURATION = ROOT / "docs" / "configuration.rst"
 ADDRESS = re.compile(r"(127\.0\.0\.1|localhost):8000\b")
 NOT_RUN = re.compile(r"^\.\. not-run:(.*)$")
@@ -298,8 +300,8 @@ class Reader:
         raise AssertionError(f"{command} did not start serving within 60 s")
 
     def stop(self) -> None:
-        if self.server is not None:
-            stop_process_group(self.server)
+        if self.server is not None:  # a reader's Ctrl-C (gunicorn's quick stop)
+            stop_process_group(self.server, signal.SIGINT)
             self.server = None
 
 
@@ -330,15 +332,14 @@ def check_extras(command: str) -> None:
             assert extra.strip() in declared, f"{command}: no extra {extra.strip()!r} in setup.cfg"
 
 
-@pytest.fixture(scope="module")
-def pasted(tmp_path_factory) -> Dict[str, Outcome]:
-    """Every block a reader can paste, each page in its own reader, in page order;
-    each block's outcome by ``page:line``."""
+def paste(blocks: List[Block], tmp_path_factory: Any) -> Dict[str, Outcome]:
+    """Every one of ``blocks``, each page in its own reader, in page order; each
+    block's outcome by ``page:line``."""
     outcomes: Dict[str, Outcome] = {}
-    for page in dict.fromkeys(b.page for b in RUN):
+    for page in dict.fromkeys(b.page for b in blocks):
         reader = Reader(tmp_path_factory.mktemp("readme"))
         try:
-            for block in (b for b in RUN if b.page == page):
+            for block in (b for b in blocks if b.page == page):
                 try:
                     reader.run(block)
                     outcomes[block.where] = Outcome()
@@ -349,7 +350,17 @@ def pasted(tmp_path_factory) -> Dict[str, Outcome]:
     return outcomes
 
 
-@pytest.mark.parametrize("block", RUN, ids=[b.id for b in RUN])
+#: The README's blocks (the manual's: test_readme_docs.py).
+HERE = [b for b in RUN if b.page == "README.rst"]
+
+
+@pytest.fixture(scope="module")
+def pasted(tmp_path_factory) -> Dict[str, Outcome]:
+    """The outcome of each README block a reader can paste, by ``page:line``."""
+    return paste(HERE, tmp_path_factory)
+
+
+@pytest.mark.parametrize("block", HERE, ids=[b.id for b in HERE])
 def test_block_runs(block, pasted):
     outcome = pasted[block.where]
     assert outcome.error is None, f"{block.where} ({block.section}):\n{outcome.error}"
@@ -358,7 +369,6 @@ def test_block_runs(block, pasted):
 def test_every_pip_install_in_the_readme_names_real_extras():
     commands = re.findall(r"pip install [^`\n]+", README.read_text())
     assert any("-e" in c and "[" in c for c in commands)  # for a checkout
-    assert any("'a2a-flask[" in c for c in commands)      # from the package index
     for command in commands:
         check_extras(command)
     for page in PAGES[1:]:  # the manual's, run or not

@@ -36,17 +36,26 @@ from a2a_flask.stores import StoreError, open_store
 
 from tests.conftest import REDIS_URL, drop_redis_prefix, redis_up
 from tests.support.helpers import Server, parse_sse, user_message
+from tests.support.tasks import (
+    CANCELED,
+    COMPLETED,
+    FAILED,
+    INPUT_REQUIRED,
+    SUBMITTED,
+    TERMINAL,
+    WORKING,
+    get_task,
+    wait_for_state,
+)
 
-from tests.server.test_server import (RawConnection, gunicorn_workers, kind, raw_request, serving_worker,
-                                      unique)
+from tests.server.test_server import (RawConnection, connect_elsewhere, gunicorn_workers, kind,
+                                      raw_request, unique)
 
-SUBMITTED = "TASK_STATE_SUBMITTED"
-WORKING = "TASK_STATE_WORKING"
-COMPLETED = "TASK_STATE_COMPLETED"
-CANCELED = "TASK_STATE_CANCELED"
-FAILED = "TASK_STATE_FAILED"
-INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
-TERMINAL = (COMPLETED, CANCELED, FAILED, "TASK_STATE_REJECTED")
+pytestmark = pytest.mark.declare(slow=[
+    "redis_hosts",
+    "test_memory_store_under_two_workers_logs_the_warning_at_start",
+    "test_a_bad_redis_url_fails_the_boot_with_a_clear_message",
+    "test_open_store_refuses_unknown_schemes_bad_paths_and_bad_redis_urls"])
 
 #: Lease TTL of the servers whose workers get killed: orphans fail within about this.
 LEASE_TTL = 2
@@ -192,44 +201,18 @@ def read_mark(path: Path) -> Optional[Tuple[int, int, str]]:
     return int(pid), int(done), how
 
 
-def get_task(server: Server, task_id: str) -> Dict[str, Any]:
-    return result(server.rpc("GetTask", {"id": task_id}))
-
-
-def wait_terminal(server: Server, task_id: str, timeout: float) -> Dict[str, Any]:
-    def terminal() -> Optional[Dict[str, Any]]:
-        task = get_task(server, task_id)
-        return task if task["status"]["state"] in TERMINAL else None
-
-    return wait_until(terminal, timeout, f"task {task_id} terminal")
-
-
 # ------------------------------------------------------------------ routing to workers
 
 
-def connection(server: Server, avoid: Iterable[int] = (), prefer_not: Iterable[int] = (),
-               timeout: float = 15.0) -> Tuple[RawConnection, int]:
-    """A keep-alive connection and the worker serving it, never one in ``avoid`` (and,
-    for the first tries, none in ``prefer_not`` unless that leaves no worker): the
-    kernel picks the worker, so we reconnect until one fits."""
-    avoid, prefer_not = set(avoid), set(prefer_not)
-    deadline = time.monotonic() + timeout
-    tries = 0
-    while time.monotonic() < deadline:
-        pids = gunicorn_workers(server.proc.pid)
-        picky = tries < 40 and bool(set(pids) - avoid - prefer_not)
-        tries += 1
-        conn = RawConnection(server.port)
-        try:
-            pid = serving_worker(pids, server.port, conn.local_port)
-        except AssertionError:  # served by a worker born after we listed them
-            conn.close()
-            continue
-        if pid not in avoid and not (picky and pid in prefer_not):
-            return conn, pid
-        conn.close()
-        time.sleep(0.01)
-    raise AssertionError(f"no connection reached a worker other than {sorted(avoid)}")
+def connection(server: Server, avoid: Iterable[int] = (), prefer_not: Iterable[int] = ()
+               ) -> Tuple[RawConnection, int]:
+    """A keep-alive connection and the worker serving it, never one in ``avoid`` and,
+    while another worker is left, none in ``prefer_not``."""
+    avoid = set(avoid)
+    shunned = avoid | set(prefer_not)
+    if not set(gunicorn_workers(server.proc.pid)) - shunned:
+        shunned = avoid
+    return connect_elsewhere(server.proc.pid, server.port, shunned)
 
 
 def call_on(server: Server, method: str, params: Any, avoid: Iterable[int] = (),
@@ -782,7 +765,7 @@ def check_outcomes(server: Server, runs: Dict[str, int], after_kill: Dict[str, D
     """Tasks the dead worker was still running are FAILED (lease); the rest COMPLETED."""
     orphans = 0
     for task_id, pid in runs.items():
-        final = wait_terminal(server, task_id, LEASE_TTL + ORPHAN_SLACK)["status"]
+        final = wait_for_state(server, task_id, TERMINAL, LEASE_TTL + ORPHAN_SLACK)["status"]
         if pid == dead and after_kill[task_id]["state"] != COMPLETED:
             check_orphan_failed(final)
             orphans += 1

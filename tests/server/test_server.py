@@ -1,11 +1,12 @@
 """Integration tests against real servers: ``gunicorn -k gevent`` and the threaded Flask dev server.
 
-What is covered: every messageId behaviour of ``examples/conformance_agent.py``
-(send and stream variants), SSE framing (content type, ``X-Accel-Buffering``,
-headers before the first event, keep-alive comments, an ``id:`` on every event,
-full JSON-RPC responses), client disconnects, ``Last-Event-ID`` resumption,
-concurrent subscribers, cancel, 300 open streams on one gevent worker, and the
-shelve store shared by two gunicorn workers.
+What is covered here: SSE framing (content type, ``X-Accel-Buffering``, headers
+before the first event, keep-alive comments, an ``id:`` on every event, full JSON-RPC
+responses), client disconnects, ``Last-Event-ID`` resumption, concurrent subscribers,
+cancel and 300 open streams on one gevent worker.  Every messageId behaviour of
+``examples/conformance_agent.py`` (send and stream variants) is in
+test_server_table.py, the shelve store shared by two gunicorn workers in
+test_server_shelve.py; both use the helpers of this module.
 
 The SSE server runs :func:`sse_app` from this module (``tests.server.test_server:sse_app()``):
 the conformance agent plus two behaviours: ``slow-start`` (the first task
@@ -15,19 +16,19 @@ file named by the message text exists, then completes); it writes ``run ended:
 """
 from __future__ import annotations
 
-import base64
 import glob
 import json
 import os
 import resource
 import selectors
+import signal
 import socket
 import sys
 import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 import pytest
 import requests
@@ -36,13 +37,18 @@ from werkzeug.serving import make_server
 
 from a2a_flask import A2A
 
-from tests.support.helpers import (V1, Server, parse_sse, rpc_body, user_message, validate,
+from tests.support.helpers import (V1, Server, parse_sse, rpc_body, user_message,
                                    validate_stream_response, wait_until)
+from tests.support.tasks import (
+    CANCELED,
+    COMPLETED,
+    FAILED,
+    INPUT_REQUIRED,
+    WORKING,
+    get_task,
+    wait_for_state,
+)
 
-COMPLETED = "TASK_STATE_COMPLETED"
-WORKING = "TASK_STATE_WORKING"
-CANCELED = "TASK_STATE_CANCELED"
-INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
 RESUBSCRIBE = "test-resubscribe-message-id"
 SLOW_START_SECONDS = 2.0
 KEEPALIVE = 0.5
@@ -138,12 +144,6 @@ def aggregate_artifacts(results: List[Dict[str, Any]]) -> List[List[Dict[str, An
     return list(parts.values())
 
 
-def get_task(server, task_id: str, **params: Any) -> Dict[str, Any]:
-    body = server.rpc("GetTask", {"id": task_id, **params})
-    assert "result" in body, body
-    return body["result"]
-
-
 def wait_for_task(server, context_id: str, state: Optional[str] = None,
                   timeout: float = 10.0) -> Dict[str, Any]:
     """The task of ``context_id`` once it exists (and is in ``state``), found via ListTasks."""
@@ -154,16 +154,6 @@ def wait_for_task(server, context_id: str, state: Optional[str] = None,
             return tasks[0]
         time.sleep(0.05)
     raise AssertionError(f"no task in context {context_id} reached {state} in {timeout}s")
-
-
-def wait_for_state(server, task_id: str, states: Tuple[str, ...], timeout: float = 15.0) -> Dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        task = get_task(server, task_id)
-        if task["status"]["state"] in states:
-            return task
-        time.sleep(0.1)
-    raise AssertionError(f"task {task_id} did not reach {states} in {timeout}s")
 
 
 class SSEStream:
@@ -387,6 +377,39 @@ def serving_worker(pids: List[int], server_port: int, client_port: int, timeout:
     raise AssertionError(f"no worker holds the connection from port {client_port}")
 
 
+def _process_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+
+def connect_elsewhere(master_pid: int, port: int, avoid: Iterable[int],
+                      timeout: float = 10.0) -> Tuple[RawConnection, int]:
+    """A connection served by a worker not in ``avoid``, and that worker's pid.
+
+    The kernel lets whichever worker wakes first accept, and it may keep picking the
+    same one; so the avoided workers are stopped (SIGSTOP) while we connect and the
+    others must take the connection, then they go on (SIGCONT) where they were."""
+    avoid = set(avoid)
+    paused = [pid for pid in gunicorn_workers(master_pid) if pid in avoid]
+    try:
+        for stopped in paused:
+            os.kill(stopped, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not all(_process_state(stopped) == "T" for stopped in paused):
+            assert time.monotonic() < deadline, "the workers to avoid did not stop"
+            time.sleep(0.005)
+        conn = RawConnection(port)
+        try:
+            server = serving_worker(gunicorn_workers(master_pid), port, conn.local_port, timeout)
+        except BaseException:
+            conn.close()
+            raise
+    finally:
+        for stopped in paused:
+            os.kill(stopped, signal.SIGCONT)
+    return conn, server
+
+
 class StreamFleet:
     """Many SSE requests on non-blocking sockets, read with one selector; bounded by deadlines."""
 
@@ -540,28 +563,7 @@ def sse_server():
         yield server
 
 
-@pytest.fixture(scope="module")
-def shelve_server(tmp_path_factory):
-    """The SSE test app (the conformance agent) under two gevent workers sharing a
-    shelve store."""
-    path = tmp_path_factory.mktemp("shelve") / "tasks"
-    with Server("tests.server.test_server:sse_app()", workers=2,
-                env={"FLASK_A2A_STORE": f"shelve://{path}"}) as server:
-        deadline = time.monotonic() + 10
-        while len(gunicorn_workers(server.proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        yield server
-
-
 SERVERS = ["gunicorn-gevent", "werkzeug-threaded"]
-
-
-@pytest.fixture(params=SERVERS)
-def any_server(request):
-    """The conformance agent: the example module under gunicorn, or in-process under werkzeug."""
-    if request.param == "gunicorn-gevent":
-        return request.getfixturevalue("conformance_server")
-    return request.getfixturevalue("dev_server")
 
 
 @pytest.fixture(params=SERVERS)
@@ -572,202 +574,7 @@ def sse_any(request):
     return request.getfixturevalue("dev_server")
 
 
-# ------------------------------------------------------------------ the behaviour table
-
-TEXT = "echo this back"
-FILE_PART = {"raw": base64.b64encode(b"Generated file content").decode(), "filename": "output.txt",
-             "mediaType": "text/plain"}
-URL_PART = {"url": "https://example.com/output.txt", "filename": "output.txt", "mediaType": "text/plain"}
-DATA_PART = {"data": {"key": "value", "count": 42}, "mediaType": "application/json"}
-STREAMED_TEXT = [[{"text": "Streamed text content"}]]
-
-#: prefix -> (final state, artifacts as lists of parts, final status text, stream after the Task)
-BEHAVIOURS: Dict[str, Tuple[str, list, Optional[str], List[str]]] = {
-    "tck-complete-task": (COMPLETED, [], "Hello from TCK", ["COMPLETED"]),
-    "tck-artifact-text": (COMPLETED, [[{"text": "Generated text content"}]], None,
-                          ["artifact", "COMPLETED"]),
-    "tck-artifact-file": (COMPLETED, [[FILE_PART]], None, ["artifact", "COMPLETED"]),
-    "tck-artifact-file-url": (COMPLETED, [[URL_PART]], None, ["artifact", "COMPLETED"]),
-    "tck-artifact-data": (COMPLETED, [[DATA_PART]], None, ["artifact", "COMPLETED"]),
-    "tck-input-required": (INPUT_REQUIRED, [], "Please provide more input", ["INPUT_REQUIRED"]),
-    "tck-reject-task": ("TASK_STATE_REJECTED", [], "Task rejected", ["REJECTED"]),
-    "tck-stream-001": (COMPLETED, STREAMED_TEXT, None, ["WORKING", "artifact", "COMPLETED"]),
-    "tck-stream-003": (COMPLETED, STREAMED_TEXT, None, ["WORKING", "artifact", "COMPLETED"]),
-    "tck-stream-ordering-001": (COMPLETED, STREAMED_TEXT, None, ["WORKING", "artifact", "COMPLETED"]),
-    "tck-stream-artifact-text": (COMPLETED, STREAMED_TEXT, None, ["WORKING", "artifact", "COMPLETED"]),
-    "tck-stream-002": (COMPLETED, [], None, ["COMPLETED"]),
-    "tck-stream-artifact-file": (COMPLETED, [[FILE_PART]], None, ["WORKING", "artifact", "COMPLETED"]),
-    "tck-stream-artifact-chunked": (COMPLETED, [[{"text": "chunk-1 "}, {"text": "chunk-2"}]], None,
-                                    ["WORKING", "artifact", "artifact", "COMPLETED"]),
-    "tck-not-in-the-table": (COMPLETED, [], "Hello from TCK", ["COMPLETED"]),
-    "test-kit-continue": (INPUT_REQUIRED, [], "Please provide more input", ["INPUT_REQUIRED"]),
-    "plain-echo": (COMPLETED, [[{"text": TEXT}]], None, ["artifact", "COMPLETED"]),
-}
-
-
-def check_status_text(task_status: Dict[str, Any], text: Optional[str], task: Dict[str, Any]) -> None:
-    if text is None:
-        assert "message" not in task_status
-        return
-    message = task_status["message"]
-    assert message["role"] == "ROLE_AGENT"
-    assert message["parts"] == [{"text": text}]
-    assert message["taskId"] == task["id"] and message["contextId"] == task["contextId"]
-
-
-@pytest.mark.parametrize("prefix", sorted(BEHAVIOURS))
-def test_send_message_behaviour_matches_table(any_server, prefix):
-    state, artifacts, status_text, _ = BEHAVIOURS[prefix]
-    message = msg(prefix, TEXT)
-    body = any_server.rpc("SendMessage", {"message": message})
-    task = body["result"]["task"]
-    validate(task, "Task")
-    assert task["id"] and task["contextId"]
-    assert task["status"]["state"] == state
-    assert [a["parts"] for a in task.get("artifacts", [])] == artifacts
-    check_status_text(task["status"], status_text, task)
-    assert task["history"][0]["messageId"] == message["messageId"]
-    assert get_task(any_server, task["id"]) == task
-
-
-@pytest.mark.parametrize("prefix", sorted(BEHAVIOURS))
-def test_streaming_message_behaviour_matches_table(any_server, prefix):
-    state, artifacts, status_text, after_task = BEHAVIOURS[prefix]
-    with SSEStream(any_server.url, "SendStreamingMessage", {"message": msg(prefix, TEXT)},
-                   request_id=f"stream-{prefix}") as stream:
-        stream.read_all()
-    check_sse_framing(stream)
-    results = stream.results
-    assert [kind(r) for r in results] == ["task"] + after_task
-    task = results[0]["task"]
-    assert task["status"]["state"] == "TASK_STATE_SUBMITTED"
-    for result in results[1:]:
-        update = result.get("statusUpdate") or result["artifactUpdate"]
-        assert update["taskId"] == task["id"] and update["contextId"] == task["contextId"]
-        assert "kind" not in update and "final" not in update
-    assert aggregate_artifacts(results) == artifacts
-    last = results[-1]["statusUpdate"]
-    assert last["status"]["state"] == state
-    check_status_text(last["status"], status_text, task)
-    final = get_task(any_server, task["id"])
-    assert final["status"]["state"] == state
-    assert [a["parts"] for a in final.get("artifacts", [])] == artifacts
-
-
-def test_message_response_is_a_direct_message_on_send(any_server):
-    body = any_server.rpc("SendMessage", {"message": msg("tck-message-response")})
-    assert set(body["result"]) == {"message"}
-    message = body["result"]["message"]
-    validate(message, "Message")
-    assert message["role"] == "ROLE_AGENT"
-    assert message["parts"] == [{"text": "Direct message response"}]
-    assert message["contextId"] and "taskId" not in message
-
-
-def test_message_response_stream_is_one_message_event_then_close(any_server):
-    with SSEStream(any_server.url, "SendStreamingMessage", {"message": msg("tck-message-response")},
-                   request_id=7) as stream:
-        stream.read_all()
-    check_sse_framing(stream)
-    assert stream.ended and len(stream.events) == 1
-    message = stream.results[0]["message"]
-    assert message["parts"] == [{"text": "Direct message response"}]
-    assert "taskId" not in message
-
-
-def test_longest_prefix_wins_for_file_url_over_file(any_server):
-    url_task = any_server.rpc("SendMessage", {"message": msg("tck-artifact-file-url")})["result"]["task"]
-    file_task = any_server.rpc("SendMessage", {"message": msg("tck-artifact-file")})["result"]["task"]
-    assert url_task["artifacts"][0]["parts"] == [URL_PART]
-    assert file_task["artifacts"][0]["parts"] == [FILE_PART]
-
-
-def test_chunked_artifact_flags_and_aggregate(any_server):
-    with SSEStream(any_server.url, "SendStreamingMessage",
-                   {"message": msg("tck-stream-artifact-chunked")}) as stream:
-        stream.read_all()
-    updates = [r["artifactUpdate"] for r in stream.results if "artifactUpdate" in r]
-    assert len(updates) == 2
-    first, second = updates
-    assert first["artifact"]["artifactId"] == second["artifact"]["artifactId"] == "chunked-artifact"
-    assert first["artifact"]["parts"] == [{"text": "chunk-1 "}]
-    assert second["artifact"]["parts"] == [{"text": "chunk-2"}]
-    # Both chunks are sent with append (as the reference SUTs do); only the second is the last.
-    assert first.get("append") is True and not first.get("lastChunk", False)
-    assert second.get("append") is True and second.get("lastChunk") is True
-    task = get_task(any_server, first["taskId"])
-    assert task["artifacts"] == [{"artifactId": "chunked-artifact",
-                                  "parts": [{"text": "chunk-1 "}, {"text": "chunk-2"}]}]
-
-
-def test_input_required_then_follow_up_send_completes(any_server):
-    task = any_server.rpc("SendMessage", {"message": msg("tck-input-required", "first")})["result"]["task"]
-    assert task["status"]["state"] == INPUT_REQUIRED
-    follow_up = msg("tck-input-required", "second", taskId=task["id"], contextId=task["contextId"])
-    done = any_server.rpc("SendMessage", {"message": follow_up})["result"]["task"]
-    assert done["id"] == task["id"] and done["contextId"] == task["contextId"]
-    assert done["status"]["state"] == COMPLETED
-    check_status_text(done["status"], "Thanks, got it", done)
-    history = [(m["role"], m["parts"][0]["text"]) for m in done["history"]]
-    assert history == [("ROLE_USER", "first"), ("ROLE_AGENT", "Please provide more input"),
-                       ("ROLE_USER", "second")]
-
-
-def test_input_required_then_follow_up_stream_completes(any_server):
-    with SSEStream(any_server.url, "SendStreamingMessage",
-                   {"message": msg("tck-input-required")}) as first:
-        first.read_all()
-    check_sse_framing(first)
-    assert [kind(r) for r in first.results] == ["task", "INPUT_REQUIRED"]  # interrupted: closed
-    task = first.results[0]["task"]
-    follow_up = msg("tck-input-required", "more", taskId=task["id"])  # contextId inferred
-    with SSEStream(any_server.url, "SendStreamingMessage", {"message": follow_up}) as second:
-        second.read_all()
-    check_sse_framing(second)
-    assert [kind(r) for r in second.results] == ["task", "COMPLETED"]
-    assert second.results[0]["task"]["status"]["state"] == WORKING
-    assert int(second.events[0]["id"]) > int(first.events[-1]["id"])
-    check_status_text(second.results[-1]["statusUpdate"]["status"], "Thanks, got it", task)
-    assert get_task(any_server, task["id"])["status"]["state"] == COMPLETED
-
-
-def test_same_message_id_reused_across_several_tasks(any_server):
-    message_id = unique("tck-complete-task")
-    ids = set()
-    for _ in range(3):
-        task = any_server.rpc("SendMessage", {"message": user_message("hi", message_id)})["result"]["task"]
-        assert task["status"]["state"] == COMPLETED
-        assert task["history"][0]["messageId"] == message_id
-        ids.add(task["id"])
-    with SSEStream(any_server.url, "SendStreamingMessage",
-                   {"message": user_message("hi", message_id)}) as stream:
-        stream.read_all()
-    assert [kind(r) for r in stream.results] == ["task", "COMPLETED"]
-    ids.add(stream.results[0]["task"]["id"])
-    assert len(ids) == 4, "a reused messageId must start a new task each time"
-
-
-def test_same_message_id_reused_as_follow_up(any_server):
-    message_id = unique("tck-input-required")
-    task = any_server.rpc("SendMessage", {"message": user_message("q", message_id)})["result"]["task"]
-    assert task["status"]["state"] == INPUT_REQUIRED
-    again = user_message("a", message_id, taskId=task["id"], contextId=task["contextId"])
-    done = any_server.rpc("SendMessage", {"message": again})["result"]["task"]
-    assert done["status"]["state"] == COMPLETED
-    users = [m for m in done["history"] if m["role"] == "ROLE_USER"]
-    assert [m["messageId"] for m in users] == [message_id, message_id]
-
-
 # ------------------------------------------------------------------ SSE behaviour
-
-
-@pytest.mark.parametrize("text", ["héllo ✓ 漢字 🚀", "line\u2028sep\u2029para\x85nel", "tab\tcr\rlf\n"])
-def test_stream_round_trips_non_ascii_and_unicode_separators(any_server, text):
-    """Per the SSE spec only CR and LF end a line; anything else stays inside ``data:``."""
-    with SSEStream(any_server.url, "SendStreamingMessage", {"message": msg("plain", text)}) as stream:
-        stream.read_all()
-    check_sse_framing(stream)
-    assert aggregate_artifacts(stream.results) == [[{"text": text}]]
 
 
 def test_sse_headers_first_keepalives_ids_and_jsonrpc_envelopes(sse_any):
@@ -845,7 +652,7 @@ def test_client_disconnect_mid_stream_leaves_task_to_complete(sse_any):
     task_id = first["data"]["result"]["task"]["id"]
     assert kind(second["data"]["result"]) == "WORKING"
     assert get_task(sse_any, task_id)["status"]["state"] == WORKING
-    final = wait_for_state(sse_any, task_id, (COMPLETED, CANCELED, "TASK_STATE_FAILED"))
+    final = wait_for_state(sse_any, task_id, (COMPLETED, CANCELED, FAILED))
     assert final["status"]["state"] == COMPLETED
 
 
@@ -957,106 +764,3 @@ def test_300_concurrent_streaming_sends_with_300_live_executors_on_one_gevent_wo
 def test_threaded_dev_server_serves_concurrent_streams(dev_server, tmp_path):
     subscribe_fleet_and_complete(dev_server, 20, limit=20.0)
     gated_streams(dev_server, 20, limit=20.0, tmp_path=tmp_path)
-
-
-# ------------------------------------------------------------------ shelve store, two workers
-
-
-def test_shelve_tasks_visible_to_every_worker(shelve_server):
-    port = shelve_server.port
-    pids = gunicorn_workers(shelve_server.proc.pid)
-    assert len(pids) == 2
-    created: List[Tuple[str, int]] = []
-    for _ in range(20):
-        with RawConnection(port) as conn:
-            task = conn.call("SendMessage", {"message": msg("tck-artifact-text")})["result"]["task"]
-            created.append((task["id"], serving_worker(pids, port, conn.local_port)))
-        assert task["status"]["state"] == COMPLETED
-    served = {pid for _, pid in created}
-    crossings = 0
-    for _round in range(3):  # more rounds only if no read happened to cross workers
-        for task_id, creator in created:
-            with RawConnection(port) as conn:
-                got = conn.call("GetTask", {"id": task_id})
-                reader = serving_worker(pids, port, conn.local_port)
-            assert "result" in got, f"worker {reader} cannot see task {task_id} made by {creator}"
-            assert got["result"]["status"]["state"] == COMPLETED
-            assert got["result"]["artifacts"][0]["parts"] == [{"text": "Generated text content"}]
-            crossings += reader != creator
-            served.add(reader)
-        if crossings:
-            break
-    assert crossings, "no GetTask was answered by a worker other than the task's creator"
-    ids = {task_id for task_id, _ in created}
-    for _ in range(4):
-        with RawConnection(port) as conn:
-            listed = conn.call("ListTasks", {"pageSize": 100})["result"]
-            served.add(serving_worker(pids, port, conn.local_port))
-        assert ids <= {t["id"] for t in listed["tasks"]}
-    assert served == set(pids), "only one worker ever answered"
-
-
-def test_shelve_subscription_sees_events_from_the_worker_running_the_task(shelve_server):
-    port = shelve_server.port
-    pids = gunicorn_workers(shelve_server.proc.pid)
-    context_id = unique("ctx")
-    with RawConnection(port) as sender:
-        sender.send("SendMessage", {"message": msg(RESUBSCRIBE, contextId=context_id)})
-        runner = serving_worker(pids, port, sender.local_port)
-        task = wait_for_task(shelve_server, context_id, WORKING)
-        subscribers: List[Tuple[RawConnection, int]] = []
-        try:
-            # The kernel picks the accepting worker; keep connecting (the open
-            # ones stay open) until one lands on the worker not running the task.
-            for _ in range(80):
-                conn = RawConnection(port)
-                conn.send("SubscribeToTask", {"id": task["id"]}, close=True)
-                subscribers.append((conn, serving_worker(pids, port, conn.local_port)))
-                if subscribers[-1][1] != runner:
-                    break
-                time.sleep(0.02)
-            assert any(pid != runner for _, pid in subscribers), "no subscriber reached the other worker"
-            resumer = RawConnection(port)  # and one resuming after the first event, on either worker
-            resumer.send("SubscribeToTask", {"id": task["id"]}, close=True, headers={"Last-Event-ID": "1"})
-            subscribers.append((resumer, serving_worker(pids, port, resumer.local_port)))
-            for conn, pid in subscribers:
-                status, headers, body = conn.read_to_end()
-                assert status == 200 and headers["content-type"].startswith("text/event-stream")
-                events = parse_sse(body.decode("utf-8"))
-                results = [e["data"]["result"] for e in events]
-                if conn is resumer:
-                    assert [kind(r) for r in results] == ["WORKING", "COMPLETED"], (pid, runner, results)
-                else:
-                    assert [kind(r) for r in results] == ["task", "COMPLETED"], (pid, runner, results)
-                    assert results[0]["task"]["status"]["state"] == WORKING
-                assert [e["id"] for e in events] == ["2", "3"]
-        finally:
-            for conn, _ in subscribers:
-                conn.close()
-        blocking = sender.read_json()["result"]["task"]
-    assert blocking["status"]["state"] == COMPLETED
-
-
-def test_shelve_cancel_from_the_other_worker_stops_the_task(shelve_server):
-    port = shelve_server.port
-    pids = gunicorn_workers(shelve_server.proc.pid)
-    context_id = unique("ctx")
-    with RawConnection(port) as sender:
-        sender.send("SendMessage", {"message": msg(RESUBSCRIBE, contextId=context_id)})
-        runner = serving_worker(pids, port, sender.local_port)
-        task = wait_for_task(shelve_server, context_id, WORKING)
-        other = None
-        for _ in range(16):
-            conn = RawConnection(port)
-            if serving_worker(pids, port, conn.local_port) != runner:
-                other = conn
-                break
-            conn.close()
-        assert other is not None, "no connection reached the other worker"
-        with other:
-            canceled = other.call("CancelTask", {"id": task["id"]})["result"]
-        assert canceled["status"]["state"] == CANCELED
-        blocking = sender.read_json()["result"]["task"]  # the runner's blocking wait sees it
-    assert blocking["status"]["state"] == CANCELED
-    wait_for_run_end(shelve_server, task["id"])  # the runner's keeper saw the cancel...
-    assert get_task(shelve_server, task["id"])["status"]["state"] == CANCELED  # ...no overwrite

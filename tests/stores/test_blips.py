@@ -1,4 +1,4 @@
-"""A store outage shorter than ``A2A_STORE_GRACE`` loses no work (issue 36, item 2).
+"""A store outage shorter than ``A2A_STORE_GRACE`` loses no work (docs/internals.rst, invariant 8).
 
 The store here is a real one (SQLite, shelve) behind :class:`Blip`, which makes
 every store call raise ``StoreUnavailable`` for a while, as a database restart
@@ -282,11 +282,38 @@ def always_down() -> None:
     raise StoreUnavailable()
 
 
-def test_ride_out_retries_within_the_grace_and_raises_past_it():
+class Clock:
+    """Stands in for :mod:`time` in ``stores/grace.py``: its sleeps advance a clock of
+    its own at once, so what is checked is the time the backoff asked for, exactly,
+    whatever else the machine is doing."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.sleeps: List[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert len(self.sleeps) < 1000, "still retrying after a thousand waits"
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    from a2a_flask.stores import grace
+
+    replaced = Clock()
+    monkeypatch.setattr(grace, "time", replaced)
+    return replaced
+
+
+def test_ride_out_retries_within_the_grace_and_raises_past_it(clock):
     calls: List[float] = []
 
     def flaky() -> str:
-        calls.append(time.monotonic())
+        calls.append(clock.monotonic())
         if len(calls) < 4:
             raise StoreUnavailable()
         return "ok"
@@ -294,27 +321,32 @@ def test_ride_out_retries_within_the_grace_and_raises_past_it():
     assert ride_out(flaky, 5.0) == "ok"
     gaps = [later - earlier for earlier, later in zip(calls, calls[1:])]
     assert gaps[1] > gaps[0] * 1.5  # the backoff doubles
-    started = time.monotonic()
+    assert gaps == pytest.approx([0.1, 0.2, 0.4])
+    started = clock.monotonic()
     with pytest.raises(StoreUnavailable):
         ride_out(always_down, 0.5)
-    assert time.monotonic() - started < 2
+    # Retried until the grace was over, and no longer (the last wait is what was left).
+    assert clock.monotonic() - started == pytest.approx(0.5)
+    assert clock.sleeps[-3:] == pytest.approx([0.1, 0.2, 0.2])
+    waits = len(clock.sleeps)
     with pytest.raises(StoreUnavailable):  # grace 0: not retried
         ride_out(always_down, 0.0)
+    assert len(clock.sleeps) == waits
 
 
-def test_an_outage_waits_no_longer_than_its_grace():
+def test_an_outage_waits_no_longer_than_its_grace(clock):
     outage = Outage(0.3)
-    started = time.monotonic()
+    started = clock.monotonic()
     while outage.wait():
         pass
-    assert 0.3 <= time.monotonic() - started < 1.0
+    assert clock.monotonic() - started == pytest.approx(0.3)
     assert outage.ongoing
     outage.over()
     assert not outage.ongoing
 
 
 def test_a_lost_webhook_cursor_write_is_retried():
-    """The push dispatcher's cursor writes ride out the outage (issue 36: a cursor
+    """The push dispatcher's cursor writes ride out the outage (a cursor
     write that fails within the grace is retried, not lost)."""
     from a2a_flask.push.delivery import PushDispatcher
     from a2a_flask.stores import MemoryStore
@@ -346,7 +378,7 @@ def test_a_guarded_store_is_answering_from_its_last_answer_to_its_next_outage(mo
 
     @outages_as_unavailable((OSError,))
     class Flaky(MemoryStore):
-        answering = TaskStore.answering  # the memory store's own says always
+        process_local = False  # a process-local store is always answering
         down = False
 
         def load(self, task_id):  # type: ignore[override]

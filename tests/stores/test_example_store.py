@@ -9,6 +9,10 @@ from a2a_flask.testing.store_contract import StoreContract
 
 from examples.dict_store import DictStore
 
+pytestmark = pytest.mark.declare(server=["test_the_package_runs_without_pytest",
+                                         "TestDictStore.test_process_local_says_whether_other_processes_see_the_tasks"], slow=[
+    "TestDictStore.test_list_tasks_keeps_callers_apart_that_differ_in_trailing_spaces"])
+
 
 class TestDictStore(StoreContract):
     @pytest.fixture

@@ -1,4 +1,4 @@
-"""The Redis store's keys (issue 35): callers whose tenant and owner nest never
+"""The Redis store's keys: callers whose tenant and owner nest never
 share an index, an expired task's index entry never lists another caller's task
 that took its id, and the indexes of 0.1.0 move to the new layout without a task
 going missing, however many processes open the store at once."""
@@ -13,13 +13,18 @@ import pytest
 import redis
 import requests
 
-from a2a_flask.protocol.models import TaskState, new_id
+from a2a_flask.protocol.models import TaskState
 from a2a_flask.stores.base import TaskQuery, TaskRecord, split_key
 from a2a_flask.stores.redis import LAYOUT, RedisStore
 
 from tests.conftest import REDIS_URL, drop_redis_prefix, redis_up
 from tests.support.helpers import V1, Server, rpc_body
+from tests.support.tasks import message
 from tests.stores.test_stores import append, create, ids, make_task, stamp, status_event
+
+pytestmark = [pytest.mark.slow, pytest.mark.declare(server=[
+    "test_processes_opening_the_store_at_once_all_see_every_task",
+    "test_callers_whose_ids_nest_see_nothing_of_each_other_over_gunicorn"])]
 
 S = TaskState
 #: Callers whose ``tenant:owner`` is one string: 0.1.0 gave each pair one index.
@@ -412,7 +417,7 @@ SECRET = "github-alice-secret"
 
 
 def test_callers_whose_ids_nest_see_nothing_of_each_other_over_gunicorn(prefix):
-    """The attack of issue 35 against a real server on Redis: caller ``alice``
+    """The attack of nesting ids against a real server on Redis: caller ``alice``
     with tenant ``:github`` asks for the tasks of caller ``github:alice`` (no
     tenant), and caller ``c`` with tenant ``a:b`` for those of ``b:c`` in tenant
     ``a``; tasks stored by 0.1.0 before the upgrade are there too."""
@@ -438,13 +443,9 @@ def test_callers_whose_ids_nest_see_nothing_of_each_other_over_gunicorn(prefix):
             return requests.request(method, server.url + "/a2a/rest" + path,
                                     headers=auth(token), timeout=30, **kw)
 
-        def message(text: str, task_id: str = "") -> Dict[str, Any]:
-            return {"messageId": new_id(), "role": "ROLE_USER", "parts": [{"text": text}],
-                    **({"taskId": task_id} if task_id else {})}
-
         # github:alice: one task over JSON-RPC, finished (it has an artifact), one over REST.
         asked = rpc("t-gh", "SendMessage", {"message": message(SECRET)})["result"]["task"]
-        done = rpc("t-gh", "SendMessage", {"message": message(SECRET, asked["id"])})
+        done = rpc("t-gh", "SendMessage", {"message": message(SECRET, taskId=asked["id"])})
         assert done["result"]["task"]["artifacts"], done
         by_rest = rest("t-gh", "POST", "/message:send", json={"message": message(SECRET)})
         assert by_rest.status_code == 200, by_rest.text

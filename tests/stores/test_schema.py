@@ -15,6 +15,9 @@ from a2a_flask.stores import schema
 from tests.support.helpers import DATA
 from tests.support.schema_ddl import sql_ddl, sqlite_ddl
 
+pytestmark = pytest.mark.declare(server=["test_the_sqlite_store_needs_no_sqlalchemy"], slow=[
+    "test_the_sql_store_creates_the_tables_it_created_before"])
+
 RECORDED = json.loads((DATA / "stores" / "schema-ddl.json").read_text())
 
 

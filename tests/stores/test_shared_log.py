@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import pytest
 
@@ -16,16 +16,24 @@ from a2a_flask.stores.shared import WINDOW, SharedLog
 
 from tests.stores.test_stores import create, open_store, status_event
 
+pytestmark = pytest.mark.declare(server=[
+    "test_a_thousand_greenlet_followers_share_one_wait_and_one_read_per_event"], slow=[
+    "test_followers_see_every_event_once_in_order_and_the_store_is_read_per_event[redis-1]",
+    "test_followers_see_every_event_once_in_order_and_the_store_is_read_per_event[redis-50]",
+    "test_a_follower_behind_the_window_reads_the_store_itself_and_loses_nothing[redis]"])
+
 #: The stores this is checked on: in process, a file, across hosts.
 KINDS = ["memory", "sqlite", "redis"]
 
 
 class Counting:
-    """A store whose read, wait, head and load calls are counted (everything else as is)."""
+    """A store whose read, wait, head and load calls are counted (everything else as
+    is), with how many of its waits are under way now."""
 
     def __init__(self, store: Any) -> None:
         self._store = store
         self.calls: Counter = Counter()
+        self.waiting = Waiting()
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._store, name)
@@ -33,8 +41,35 @@ class Counting:
             def counted(*args: Any, **kwargs: Any) -> Any:
                 self.calls[name] += 1
                 return found(*args, **kwargs)
-            return counted
+            return self.waiting.around(counted) if name == "wait" else counted
         return found
+
+
+class Waiting:
+    """How many callers are inside the waits it wraps now: what tells a test that
+    every follower is parked, instead of a pause long enough to hope so."""
+
+    def __init__(self) -> None:
+        self.inside = 0
+        self._lock = threading.Lock()
+
+    def around(self, wait: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                self.inside += 1
+            try:
+                return wait(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.inside -= 1
+        return counted
+
+
+def parked(runtime: Runtime) -> Waiting:
+    """Counts the followers of ``runtime`` waiting for news now (in its shared log's wait)."""
+    waiting = Waiting()
+    runtime.log.wait = waiting.around(runtime.log.wait)  # type: ignore[method-assign]
+    return waiting
 
 
 def chunk(number: int) -> TaskArtifactUpdateEvent:
@@ -89,10 +124,13 @@ def test_followers_see_every_event_once_in_order_and_the_store_is_read_per_event
     counting = Counting(store)
     runtime = Runtime(counting, lambda run: None)
     results: Dict[int, List[int]] = {}
+    waiting = parked(runtime)
     threads = follow_all(runtime, followers, {}, results)
-    wait_for(lambda: runtime.log.followed() == 1 and sum(map(len, results.values())) >= 0
-             and len(results) == followers, "followers attached")
-    time.sleep(0.2)  # every follower reached its wait (a count taken now is the baseline)
+    # Every follower reached its wait, and the store is waited on (by the one follower,
+    # or by the feed's watcher): a count taken now is the baseline.
+    wait_for(lambda: runtime.log.followed() == 1 and len(results) == followers
+             and waiting.inside == followers and counting.waiting.inside >= 1,
+             "every follower waiting")
     before = Counter(counting.calls)
     events = [chunk(n) for n in range(40)] + [status_event("t1", TaskState.COMPLETED, 2)]
     write(store, events, pause=0.005)
@@ -118,9 +156,11 @@ def test_a_follower_behind_the_window_reads_the_store_itself_and_loses_nothing(s
     runtime = Runtime(store, lambda run: None)
     head = store.head("t1")[0]
     results: Dict[int, List[int]] = {}
+    waiting = parked(runtime)
     threads = follow_all(runtime, 5, {0: 1, 1: head, 2: head, 3: head, 4: head - 3}, results)
-    wait_for(lambda: runtime.log.feeds() == 1 and len(results) == 5, "followers attached")
-    time.sleep(0.2)
+    # Every follower read what it was behind and waits at the head.
+    wait_for(lambda: runtime.log.feeds() == 1 and len(results) == 5 and waiting.inside == 5,
+             "every follower waiting at the head")
     write(store, [chunk(1000 + n) for n in range(10)] + [status_event("t1",
                                                                      TaskState.COMPLETED, 2)])
     for thread in threads:
@@ -141,7 +181,7 @@ sys.path.insert(0, sys.argv[1])
 from collections import Counter
 from a2a_flask.engine.runtime import Runtime
 from a2a_flask.stores import MemoryStore
-from tests.stores.test_shared_log import Counting, chunk, write
+from tests.stores.test_shared_log import Counting, chunk, parked, write
 from tests.stores.test_stores import create, status_event
 from a2a_flask.protocol.models import TaskState
 
@@ -151,10 +191,14 @@ write(store, [status_event("t1", TaskState.WORKING)])
 counting = Counting(store)
 runtime = Runtime(counting, lambda run: None)
 got = {}
+waiting = parked(runtime)
 def follow(i):
     got[i] = [e.seq for e in runtime.follow("t1", 2, heartbeat=5.0) if e is not None]
 followers = [gevent.spawn(follow, i) for i in range(1000)]
-gevent.sleep(0.5)
+deadline = time.monotonic() + 60  # every follower waiting, and the watcher on the store
+while not (waiting.inside == 1000 and counting.waiting.inside >= 1):
+    assert time.monotonic() < deadline, (waiting.inside, counting.waiting.inside)
+    gevent.sleep(0.01)
 before = Counter(counting.calls)
 events = [chunk(n) for n in range(50)] + [status_event("t1", TaskState.COMPLETED, 2)]
 def writer():

@@ -35,6 +35,8 @@ from tests.stores.test_stores import (
     user_turn,
 )
 
+pytestmark = pytest.mark.declare(server=["test_greenlets_share_the_store_under_gevent"])
+
 S = TaskState
 
 

@@ -25,7 +25,13 @@ from tests.server import test_scale as scale
 from tests.conftest import SQL_STORES, drop_sql_database, sql_admin, sql_test_url
 from tests.support.helpers import Server, WebhookReceiver, wait_until
 from tests.server.test_push_server import (CHUNKED_KINDS, chunk_texts, env_for, kinds,
+
                                            send_then_kill_while_retrying, wait_until_all_delivered)
+pytestmark = [pytest.mark.slow, pytest.mark.declare(server=[
+    "hosts",
+    "workers4",
+    "test_deliveries_resume_in_order_on_another_host_after_a_kill"])]
+
 
 pytest.importorskip("sqlalchemy")
 

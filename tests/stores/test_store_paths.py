@@ -19,6 +19,12 @@ from a2a_flask.stores import StoreError
 from tests.conftest import echo, make_card, require
 from tests.support.helpers import ROOT
 
+pytestmark = pytest.mark.declare(server=[
+    "test_workers_creating_the_folder_at_once_all_start",
+    "test_a_read_only_folder_or_file_stops_the_app_from_the_environment"], slow=[
+    "test_store_errors_never_carry_the_password",
+    "test_an_unreachable_stores_outage_never_carries_the_password"])
+
 SCHEMES = ("sqlite", "shelve")
 
 
@@ -108,7 +114,7 @@ def test_a_read_only_folder_or_file_stops_the_app_from_the_environment(scheme, t
                                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
             assert result.returncode != 0
             last = result.stderr.strip().splitlines()[-1]
-            assert last.startswith("a2a_flask.stores.base.StoreError: "), result.stderr
+            assert last.startswith("a2a_flask.protocol.errors.StoreError: "), result.stderr
             assert str(path) in last and says in last, last
     finally:
         os.chmod(locked, 0o755)

@@ -9,6 +9,8 @@ from a2a_flask.stores import (MemoryStore, StoreError, TaskStore, open_store, re
                               store_schemes)
 from a2a_flask.stores import _SCHEMES
 
+pytestmark = pytest.mark.declare(slow=["test_the_built_in_schemes_are_registered"])
+
 
 @pytest.fixture
 def scratch_schemes() -> Iterator[None]:

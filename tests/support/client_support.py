@@ -16,7 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import requests
 
-from tests.support.helpers import ROOT, Server, free_port, stop_process_group
+from tests.support.helpers import ROOT, Server, stop_process_group
+from tests.support.ports import check_listener, reserve_port
 
 # ------------------------------------------------------------------ servers
 
@@ -25,11 +26,21 @@ _SERVERS: Dict[str, Any] = {}
 
 def shared(key: str, start: Any) -> Any:
     """One server per key for the whole test session, whichever test module asks first;
-    it stops when the session's interpreter exits."""
+    it stops at the session's end (:func:`stop_shared`), or else when the session's
+    interpreter exits."""
     if key not in _SERVERS:
-        server = _SERVERS[key] = start()
-        atexit.register(server.stop)
+        if not _SERVERS:
+            atexit.register(stop_shared)
+        _SERVERS[key] = start()
     return _SERVERS[key]
+
+
+def stop_shared() -> None:
+    """Stop every shared server: at the end of the session (tests/conftest.py), since an
+    xdist worker may end without running its ``atexit`` functions (a run left one)."""
+    while _SERVERS:
+        _, server = _SERVERS.popitem()
+        server.stop()
 
 
 def client_agent_server() -> Server:
@@ -41,33 +52,51 @@ class SdkServer:
     """uvicorn serving the a2a-sdk agent of tests/support/client_sdk_agent.py."""
 
     def __init__(self) -> None:
-        self.port = free_port()
+        self._reservation = reserve_port()  # until stop(): see tests/support/ports.py
+        self.port = self._reservation.port
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"a2a-sdk-{self.port}.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "tests.support.client_sdk_agent:app", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-level", "warning"],
-            cwd=ROOT, env={**os.environ, "A2A_SDK_PORT": str(self.port)},
-            stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "uvicorn", "tests.support.client_sdk_agent:app",
+                 "--host", "127.0.0.1", "--port", str(self.port), "--log-level", "warning"],
+                cwd=ROOT, env={**os.environ, "A2A_SDK_PORT": str(self.port)},
+                stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
+        except BaseException:
+            self._log.close()
+            self._reservation.release()
+            raise
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ready(self) -> None:
+        """Until uvicorn listens on its port (this process's socket: the answer is
+        ours) and the card answers; at once, with its log, if it exits."""
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
-                self.stop()
                 raise RuntimeError(f"uvicorn exited: {self.log_path.read_text()}")
-            try:
-                requests.get(self.url + "/.well-known/agent-card.json", timeout=5)
-                return
-            except (requests.ConnectionError, requests.Timeout):
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("uvicorn did not start in time") from None
-                time.sleep(0.1)
+            if check_listener(self.port, [self.proc.pid], "uvicorn"):
+                try:
+                    requests.get(self.url + "/.well-known/agent-card.json", timeout=5)
+                    return
+                except (requests.ConnectionError, requests.Timeout):
+                    pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("uvicorn did not start in time")
+            time.sleep(0.1)
 
     def stop(self) -> None:
-        stop_process_group(self.proc)
-        if not self._log.closed:
-            self._log.close()
+        try:
+            stop_process_group(self.proc)
+        finally:
+            if not self._log.closed:
+                self._log.close()
+            self._reservation.release()
 
 
 # ------------------------------------------------------------------ proxy

@@ -1,5 +1,5 @@
 """Database servers of the test's own, for outage cases: a PostgreSQL, a MariaDB and a
-Redis, each on a free loopback port in a temporary directory, that a test may freeze
+Redis, each on a reserved loopback port in a temporary directory, that a test may freeze
 (SIGSTOP every process of it: what a network partition or a stuck failover looks like),
 thaw, stop, start and restart (the same data directory and port), plus a black-holed
 port (a listener that never answers).
@@ -13,7 +13,12 @@ Never the shared services: a test that stops or freezes a database starts its ow
         pg.restart()
 
 Every wait here is bounded; each server is stopped and its directory removed on exit,
-failure included (a frozen server is thawed first).  A missing binary is
+failure included (a frozen server is thawed first).  The port is reserved from the
+constructor to :meth:`DBServer.close` (tests/support/ports.py), stops and restarts
+included, so no other test's server can take it meanwhile; a start is over only once
+the server listening on the port is the process started here (and, for MariaDB and
+Redis, answers with this server's data directory or pid); a server that exits while
+starting fails the start at once, with its log.  A missing binary is
 :func:`tests.conftest.require`-d: a skip for users, a failure under
 ``A2A_REQUIRE_SERVICES=1``.
 """
@@ -30,9 +35,9 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
-from tests.support.helpers import free_port
+from tests.support.ports import PortInUse, check_listener, reserve_port
 
 #: The longest any start or stop may take (seconds) before the test fails.
 START_TIMEOUT = 60.0
@@ -100,22 +105,15 @@ def _stopped(pid: int) -> bool:
                for thread in threads)
 
 
-def _wait_port(port: int, timeout: float, what: str, ready: Any = None) -> None:
-    """Wait until ``ready()`` is true (or, without it, the port accepts)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            if ready is not None:
-                if ready():
-                    return
-            else:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
-        except Exception as exc:  # not up yet
-            last = exc
-        time.sleep(0.2)
-    raise RuntimeError(f"{what} did not start within {timeout:g}s (last: {last!r})")
+class ServerExited(RuntimeError):
+    """A database server exited while it was starting."""
+
+
+def _tail(path: Path, size: int = 3000) -> str:
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError:
+        return "(no log)"
 
 
 class DBServer:
@@ -128,8 +126,12 @@ class DBServer:
 
     kind = ""
 
+    #: The server's log (set by each subclass), quoted when a start fails.
+    log: Path
+
     def __init__(self, directory: Optional[Path] = None) -> None:
-        self.port = free_port()
+        self._reservation = reserve_port()
+        self.port = self._reservation.port
         self._own_dir = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix=f"a2a-{self.kind}-"))
         self.frozen_pids: List[int] = []
@@ -162,17 +164,45 @@ class DBServer:
         """A task store URL (``FLASK_A2A_STORE``) on this server."""
         raise NotImplementedError
 
+    def _await(self, what: str, answers: Callable[[], bool]) -> None:
+        """Wait until the process this object started listens on the port and
+        ``answers()`` is true.  Fails at once, with the server's log, if the process
+        exits or another one serves the port; otherwise after START_TIMEOUT."""
+        deadline = time.monotonic() + START_TIMEOUT
+        last: Any = None
+        while True:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise ServerExited(f"{what} exited with status {self.proc.returncode} while "
+                                   f"starting; its log ends:\n{_tail(self.log)}")
+            if check_listener(self.port, self.pids(), what):
+                try:
+                    if answers():
+                        return
+                except PortInUse:
+                    raise
+                except Exception as exc:  # not ready yet (the error is kept for the report)
+                    last = exc
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start within {START_TIMEOUT:g}s "
+                                   f"(last: {last!r}); its log ends:\n{_tail(self.log)}")
+            time.sleep(0.2)
+
     # The life cycle.
     def start(self) -> None:
-        """Start the server (on the same port and data as before) and wait till it answers."""
-        self._launch()
+        """Start the server (on the same port and data as before) and wait till it answers;
+        if it does not, what was started is stopped before the error is raised."""
+        try:
+            self._launch()
+        except BaseException:
+            self.stop()
+            raise
         self.running = True
 
     def stop(self) -> None:
         """Stop the server (thawed first), bounded: SIGKILL what outlives the timeout."""
         self.thaw()
         pids = self.pids()
-        if self.running:
+        if self.running or pids:
             with contextlib.suppress(Exception):
                 self._shutdown()
         deadline = time.monotonic() + STOP_TIMEOUT
@@ -217,10 +247,11 @@ class DBServer:
             self.thaw()
 
     def close(self) -> None:
-        """Stop the server and remove its directory (the one it made)."""
+        """Stop the server, remove its directory (the one it made) and let its port go."""
         try:
             self.stop()
         finally:
+            self._reservation.release()
             if self._own_dir:
                 shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -253,11 +284,13 @@ def _as_user(user: str) -> List[str]:
 
 class PostgresServer(DBServer):
     """A PostgreSQL cluster of the test's own (initdb + pg_ctl, as user postgres when root),
-    trust authentication, listening on 127.0.0.1 only; its socket in its directory."""
+    trust authentication, listening on 127.0.0.1 only; its socket in its directory.
+    ``options``: more server options (``-c ssl=on -c ...``), appended to ours."""
 
     kind = "postgresql"
 
-    def __init__(self, directory: Optional[Path] = None) -> None:
+    def __init__(self, directory: Optional[Path] = None, *, options: str = "") -> None:
+        self.options = options
         self.initdb, self.pg_ctl = postgres_bin("initdb"), postgres_bin("pg_ctl")
         if not (self.initdb and self.pg_ctl):
             _require("PostgreSQL server binaries (initdb, pg_ctl) are not installed: "
@@ -283,9 +316,14 @@ class PostgresServer(DBServer):
             self._run(self.initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust",
                       "--no-sync", "-E", "UTF8", timeout=START_TIMEOUT)
         options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1"
-                   " -c fsync=off -c max_connections=200")
+                   " -c fsync=off -c max_connections=200 " + self.options)
         self._run(self.pg_ctl, "-D", str(self.data), "-l", str(self.log), "-o", options,
                   "-w", "-t", str(int(START_TIMEOUT)), "start", timeout=START_TIMEOUT + 5)
+        # pg_ctl -w returns once the postmaster is ready, and fails when it exits (one
+        # that cannot bind its only address does).  The postmaster holding the port's
+        # listening socket is what makes the server on the port this one.
+        if not check_listener(self.port, self.pids(), "postgres"):
+            raise RuntimeError(f"postgres is not listening on {self.port}: {_tail(self.log)}")
 
     def _shutdown(self) -> None:
         self._run(self.pg_ctl, "-D", str(self.data), "-m", "fast", "-w", "-t",
@@ -337,7 +375,7 @@ class MariaDBServer(DBServer):
              "--innodb-log-file-size=16M", "--innodb-flush-log-at-trx-commit=2",
              "--max-connections=300", "--performance-schema=OFF"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        _wait_port(self.port, START_TIMEOUT, "mariadbd", ready=self._answers)
+        self._await("mariadbd", self._answers)
         with self._connect() as conn, conn.cursor() as cursor:
             cursor.execute("CREATE DATABASE IF NOT EXISTS a2a")
 
@@ -348,10 +386,12 @@ class MariaDBServer(DBServer):
                                connect_timeout=2, read_timeout=5, write_timeout=5)
 
     def _answers(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"mariadbd exited: {self.log.read_text(errors='replace')[-3000:]}")
+        """It answers, from this server's data directory (not another passwordless one)."""
         with self._connect() as conn, conn.cursor() as cursor:
-            cursor.execute("SELECT 1")
+            cursor.execute("SELECT @@datadir")
+            (datadir,) = cursor.fetchone()
+        if os.path.realpath(datadir) != os.path.realpath(self.data):
+            raise PortInUse(f"port {self.port} answers from {datadir}, not {self.data}")
         return True
 
     @property
@@ -370,22 +410,38 @@ class RedisServer(DBServer):
         if not self.binary:
             _require("redis-server is not installed: the Redis outage cases need their own")
         super().__init__(directory)
+        self.log = self.directory / f"redis-{self.port}.log"
 
     def _launch(self) -> None:
         self.proc = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
              "--dir", str(self.directory), "--appendonly", "yes", "--appendfsync", "always",
-             "--save", "", "--maxclients", "2000"],
+             "--save", "", "--maxclients", "2000", "--logfile", str(self.log)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        _wait_port(self.port, START_TIMEOUT, "redis-server", ready=self._pings)
+        self._await("redis-server", self._pings)
 
     def _pings(self) -> bool:
-        if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError("redis-server exited")
+        """It answers, and it is the process started here (``INFO server``'s process_id)."""
+        assert self.proc is not None
         with socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock:
             sock.settimeout(1)
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+            sock.sendall(b"INFO server\r\n")
+            answer = sock.recv(65536)
+            if not answer.startswith(b"$"):
+                return False  # an error: not ready (-LOADING its append-only file...)
+            head, _, _ = answer.partition(b"\r\n")
+            while len(answer) < len(head) + 2 + int(head[1:]):  # the whole bulk reply
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return False
+                answer += chunk
+        for line in answer.decode(errors="replace").splitlines():
+            if line.startswith("process_id:"):
+                if int(line.split(":", 1)[1]) != self.proc.pid:
+                    raise PortInUse(f"port {self.port} answers from redis pid "
+                                    f"{line.split(':', 1)[1]}, not {self.proc.pid}")
+                return True
+        return False
 
     def kill(self) -> None:
         """SIGKILL (no shutdown): what a crash looks like."""

@@ -1,4 +1,4 @@
-"""The agent of the fan-out test and bench (``tests/server/test_fanout.py``, ``bench/fanout.py``).
+"""The agent of the fan-out test and bench (``tests/server/test_fanout*.py``, ``bench/fanout.py``).
 
 ``chunks N T GATE``  goes WORKING, waits until the file GATE exists (so that the
                      watchers attach first), then emits N text chunks evenly over T

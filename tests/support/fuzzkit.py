@@ -79,6 +79,7 @@ SEEDS = (SEED_COMPLETED, SEED_INPUT, SEED_WORKING)
 OPTIONAL_EXT = "https://example.com/ext/fuzz-optional/v1"
 REQUIRED_EXT = "https://example.com/ext/fuzz-required/v1"
 HOOK_URL = "http://127.0.0.1:9/hook"  # the discard port: nothing listens
+ROOT, V03 = "/a2a/rest", "/a2a/rest/v1"  # the REST roots of 1.0 and 0.3
 #: The fuzzer calls as alice (who owns the seeds); bob is the intruder.
 OWNER = "alice"
 MAX_BODY = 1024 * 1024  # A2A_MAX_CONTENT_LENGTH of the fuzzed apps
@@ -417,7 +418,7 @@ bad_timestamps = st.one_of(
 overflowing_timestamps = ["0001-01-01T00:00:00+01:00", "9999-12-31T23:59:59-01:00"]
 
 def bad_id(value: Any) -> bool:
-    """An id the server's policy refuses with -32602 (issue 6 item 4): longer than
+    """An id the server's policy refuses with -32602: longer than
     MAX_ID_LENGTH or holding control characters."""
     return isinstance(value, str) and (len(value) > MAX_ID_LENGTH or any(
         ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 for c in value))

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -13,6 +13,9 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import requests
+
+from tests.support.ports import (  # noqa: F401 (free_port: tests import it from here)
+    check_listener, free_port, listener_pids, reserve_port)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The files the suite reads: schemas, seeds, recorded wire and store output.
@@ -130,12 +133,12 @@ def validate_stream_response(result: Dict[str, Any]) -> None:
 # ------------------------------------------------------------- real servers
 
 
-def stop_process_group(proc: subprocess.Popen) -> None:
-    """SIGTERM a server started with ``start_new_session`` (and its workers); SIGKILL
-    what is still there after 10 s."""
+def stop_process_group(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` (SIGTERM: a graceful stop) to a server started with
+    ``start_new_session`` and its workers; SIGKILL what is still there after 10 s."""
     if proc.poll() is None:
         try:
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, sig)
         except ProcessLookupError:
             pass
         try:
@@ -145,16 +148,31 @@ def stop_process_group(proc: subprocess.Popen) -> None:
             proc.wait(5)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def gunicorn_options() -> List[str]:
+    """What every gunicorn a test starts is given besides its own settings:
+    ``--no-control-socket`` where the installed gunicorn has it (27 and later open
+    one control socket per user, ``~/.gunicorn/gunicorn.ctl``, which every parallel
+    gunicorn of the suite would otherwise claim)."""
+    if not _GUNICORN_OPTIONS:
+        from gunicorn.config import KNOWN_SETTINGS
+
+        flags = {flag for setting in KNOWN_SETTINGS for flag in (setting.cli or ())}
+        _GUNICORN_OPTIONS.append(["--no-control-socket"] if "--no-control-socket" in flags else [])
+    return list(_GUNICORN_OPTIONS[0])
+
+
+_GUNICORN_OPTIONS: List[List[str]] = []
 
 
 #: What gevent's monitor thread writes when a greenlet kept the hub from running.
 BLOCKED_MARK = "appears to be blocked"
-#: The longest a greenlet may hold the hub before the watchdog reports it (seconds).
+#: The longest a greenlet may hold the hub before the watchdog reports it (seconds of
+#: wall time; a report counts only if the worker was not merely waiting for a CPU:
+#: see :func:`blocked_in_our_code`).
 MAX_BLOCKING_TIME = 0.1
+#: How tests/support/gunicorn_watch.py says how the hub's thread spent a blocked period.
+_SCHEDULING = re.compile(r"Scheduling: ran ([\d.]+) s, waited for a CPU ([\d.]+) s, of ([\d.]+) s")
+_INSIDE = re.compile(r"Inside the block: ran ([\d.]+) s, waited for a CPU ([\d.]+) s, of ([\d.]+) s")
 
 
 #: Paths in a blocked stack that make the report ours: the package, the test and
@@ -163,6 +181,9 @@ OUR_CODE = ("/a2a_flask/", "/tests/", "/examples/", "/bench/")
 #: Where gevent's sockets call their non-blocking OS socket (the innermost frame of
 #: a report taken while the worker was not scheduled).  See :func:`blocked_in_our_code`.
 NON_BLOCKING_SOCKET_CALLS = ("gevent/_socketcommon.py", "gevent/_socket3.py")
+#: The stores whose calls are synchronous local file I/O (docs/stores.rst says so): a
+#: thread asleep in one waits for the disk.  See :func:`blocked_in_our_code`.
+LOCAL_FILE_STORES = ("/a2a_flask/stores/sqlite.py", "/a2a_flask/stores/shelve.py")
 
 
 def blocked_reports(log_text: str) -> List[str]:
@@ -175,6 +196,10 @@ def blocked_reports(log_text: str) -> List[str]:
     return reports
 
 
+#: gunicorn's steps of a worker's boot, before its first connection (see below).
+BOOT_STEPS = ("load_wsgi", "post_worker_init")
+
+
 def blocked_in_our_code(report: str) -> bool:
     """Whether a report's blocked stack runs through our code.
 
@@ -183,19 +208,48 @@ def blocked_in_our_code(report: str) -> bool:
     last, typically a socket ``send`` inside gunicorn with none of our frames.
     A greenlet of ours that really keeps the hub (a spin, a blocking call) is
     caught with our frames on its stack, so only those reports fail a test.
-    Loading the app (imports, ``init_app``) happens before the worker takes its
-    first connection, so it keeps no caller waiting: a stack in gunicorn's
-    ``load_wsgi`` does not count.
+    Loading the app (imports, ``init_app``) and the test servers' own
+    ``post_worker_init`` happen before the worker takes its first connection, so
+    they keep no caller waiting: a stack in either does not count.
 
     The same holds when the innermost frame is a call on a gevent socket's own
     non-blocking OS socket (``self._sock.recv``): that call returns at once, so a
     report stopped there caught a worker that was not scheduled, not one that
     kept the hub.
+
+    And whatever the stack, the hub must have been kept for MAX_BLOCKING_TIME of the
+    worker's own time, not of the machine's, and for most of the time since the
+    check before the report (wholly inside the block; the first window may begin in
+    the idle hub's poll, whose sleep looks like a blocking call's): the report's scheduling line (added by
+    tests/support/gunicorn_watch.py from the kernel's accounting, from before the
+    block began) says how long the hub's thread ran or slept in a blocking call, as
+    against waited, runnable, for a CPU.  A greenlet that keeps the hub spends its
+    time running (a spin) or asleep in a call (a blocking call), so it is caught
+    however busy the machine; a worker that was merely not given a CPU is not.
+
+    One kind of sleep is the disk's, not ours: the SQLite and shelve stores read and
+    write a local file synchronously (their documented trade), so a statement can
+    sleep on a disk that the rest of the machine keeps busy.  A report whose innermost
+    frame is in one of those stores counts only for the time the thread ran; a slow
+    query or a large pickle there still fails.
     """
     stack = report.split("Blocked Stack", 1)[-1]
-    if "in load_wsgi" in stack:
-        return False
     files = [line for line in stack.splitlines() if line.strip().startswith("File")]
+    scheduling = _SCHEDULING.search(report)
+    if scheduling:
+        ran, waited, wall = map(float, scheduling.groups())
+        if wall - waited < MAX_BLOCKING_TIME:
+            return False
+        in_local_file = files and any(name in files[-1] for name in LOCAL_FILE_STORES)
+        if in_local_file and ran < MAX_BLOCKING_TIME:
+            return False
+    inside = _INSIDE.search(report)
+    if inside:
+        _, waited, wall = map(float, inside.groups())
+        if waited > (wall - waited):  # within the block, mostly waiting for a CPU
+            return False
+    if any(f"in {boot}" in stack for boot in BOOT_STEPS):
+        return False
     if files and any(name in files[-1] for name in NON_BLOCKING_SOCKET_CALLS):
         return False
     return any(part in line for line in files for part in OUR_CODE)
@@ -216,37 +270,52 @@ class Server:
                  env: Optional[Dict[str, str]] = None, extra_args: Optional[List[str]] = None,
                  allow_blocking: bool = False, graceful_timeout: float = 2,
                  port: Optional[int] = None) -> None:
-        self.port = port or free_port()
+        # The port stays reserved until stop(): no other test's server can take it
+        # before gunicorn binds it (see tests/support/ports.py).  A ``port`` given is
+        # the caller's (from free_port(), reserved for the process).
+        self._reservation = None if port else reserve_port()
+        self.port = port or self._reservation.port  # type: ignore[union-attr]
         self.url = f"http://127.0.0.1:{self.port}"
         self.allow_blocking = allow_blocking
         cmd = [sys.executable, "-m", "gunicorn", "-k", worker_class, "-w", str(workers),
                "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", f"{graceful_timeout:g}",
-               "--log-level", "warning", *(extra_args or []), app_spec]
+               "--log-level", "warning", "-c", "python:tests.support.gunicorn_watch",
+               *gunicorn_options(), *(extra_args or []), app_spec]
         watchdog = {}
         if worker_class == "gevent":
             watchdog = {"GEVENT_MONITOR_THREAD_ENABLE": "1",
                         "GEVENT_MAX_BLOCKING_TIME": str(MAX_BLOCKING_TIME)}
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"a2a-gunicorn-{self.port}.log"
         self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **watchdog, **(env or {})},
-                                     stdout=self._log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
         self._stopped = False
+        try:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env={**os.environ, **watchdog, **(env or {})}, stdout=self._log,
+                stderr=subprocess.STDOUT, start_new_session=True)
+        except BaseException:
+            self._log.close()
+            self._release()
+            raise
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
-        """Wait for the card to answer; a slow first answer (workers booting on a busy
-        machine) is waited out, and gunicorn is stopped whenever start-up fails."""
+        """Wait until this gunicorn listens on its port and its card answers; a slow
+        first answer (workers booting on a busy machine) is waited out.  gunicorn is
+        stopped whenever start-up fails: at once, with its log, if it exits or if
+        another process serves the port."""
         try:
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"gunicorn exited: {self.log_path.read_text()}")
-                try:
-                    requests.get(self.url + "/.well-known/agent-card.json", timeout=5)
-                    return
-                except (requests.ConnectionError, requests.Timeout):
-                    time.sleep(0.1)
+                # The master holds the listening socket: an answer on the port is ours.
+                if check_listener(self.port, [self.proc.pid], "gunicorn"):
+                    try:
+                        requests.get(self.url + "/.well-known/agent-card.json", timeout=5)
+                        return
+                    except (requests.ConnectionError, requests.Timeout):
+                        pass
+                time.sleep(0.1)
             raise RuntimeError("gunicorn did not start in time")
         except BaseException:
             self.allow_blocking = True  # the start-up error is the news
@@ -283,19 +352,31 @@ class Server:
         """The watchdog's hub-blocked reports so far (see :func:`blocked_reports`)."""
         return blocked_reports(self.log_text())
 
-    def stop(self) -> None:
-        """Stop gunicorn; fail if the watchdog reported a blocked hub (see the class)."""
+    def stop(self, graceful: bool = False) -> None:
+        """Stop gunicorn; fail if the watchdog reported a blocked hub (see the class).
+
+        gunicorn's quick stop (SIGQUIT) unless ``graceful``: an idle graceful stop
+        (SIGTERM) costs 1.5-2 s, as a gevent worker looks at its stop flag once a
+        second, against about 0.5 s.  A test of what a graceful stop does says so.
+        """
         if self._stopped:
             return
         self._stopped = True
-        stop_process_group(self.proc)
-        self._log.close()
+        try:
+            stop_process_group(self.proc, signal.SIGTERM if graceful else signal.SIGQUIT)
+        finally:
+            self._log.close()
+            self._release()
         if not self.allow_blocking:
             reports = [report for report in self.blocked() if blocked_in_our_code(report)]
             if reports:
                 raise AssertionError(
                     f"the gevent hub was blocked for more than {MAX_BLOCKING_TIME}s "
                     f"({len(reports)} report(s) in {self.log_path}); first:\n{reports[0]}")
+
+    def _release(self) -> None:
+        if self._reservation is not None:
+            self._reservation.release()
 
     def __enter__(self) -> "Server":
         return self
@@ -329,8 +410,10 @@ def rss_kib(pid: int) -> int:
 
 #: The longest the probe allows for each of its requests (seconds).
 PROBE_LIMIT = 0.2
-#: An answer slower than this fails the probe at once, however rare: a worker that
-#: stalls this long is not merely losing the CPU to the machine's other work.
+#: An answer slower than this, not counting the time the server's processes waited
+#: for a CPU meanwhile (the kernel's own count: :func:`cpu_waited`), fails the probe
+#: at once, however rare: a worker that stalls this long of its own time is not
+#: merely losing the CPU to the machine's other work.
 STALL_LIMIT = 1.0
 #: Slow answers (over the limit, under STALL_LIMIT) a Probing tolerates: one in
 #: ``SLOW_SHARE`` probes (at least one), or one in ``SATURATED_SHARE`` while a fault
@@ -359,6 +442,44 @@ def measure(url: str, task_id: str = "", *, headers: Optional[dict] = None) -> D
     return {"card": card.elapsed.total_seconds(), "GetTask": get.elapsed.total_seconds()}
 
 
+def server_pids(url: str) -> List[int]:
+    """The processes serving ``url``'s loopback port (those holding its listening socket:
+    a gunicorn's master and workers)."""
+    from urllib.parse import urlsplit
+
+    return listener_pids(urlsplit(url).port or 80)
+
+
+def cpu_waited(pids: List[int]) -> Dict[int, float]:
+    """Seconds each process's main thread has spent runnable, waiting for a CPU
+    (``/proc/<pid>/schedstat``); a process that is gone counts 0."""
+    waited = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/schedstat") as handle:
+                waited[pid] = int(handle.read().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            waited[pid] = 0.0
+    return waited
+
+
+def measure_round(url: str, task_id: str, headers: Optional[dict],
+                  pids: List[int]) -> Dict[str, Any]:
+    """One :func:`measure` round, with the most any of ``pids`` waited for a CPU during
+    it: ``{"times": ..., "waited": seconds}``."""
+    before = cpu_waited(pids)
+    times = measure(url, task_id, headers=headers)
+    after = cpu_waited(pids)
+    return {"times": times,
+            "waited": max((after[pid] - before[pid] for pid in pids), default=0.0)}
+
+
+def stalled(record: Dict[str, Any]) -> bool:
+    """Whether a round's slowest answer took more than STALL_LIMIT of the server's own
+    time (its time waiting for a CPU left out)."""
+    return max(record["times"].values()) - record.get("waited", 0.0) > STALL_LIMIT
+
+
 def probe(url: str, task_id: str = "", *, limit: float = PROBE_LIMIT,
           headers: Optional[dict] = None) -> Dict[str, float]:
     """The worker is live: a round of :func:`measure` answers within ``limit`` seconds.
@@ -368,10 +489,13 @@ def probe(url: str, task_id: str = "", *, limit: float = PROBE_LIMIT,
     one or one slower than STALL_LIMIT fails at once.  Returns the good round's times.
     """
     slow: List[Dict[str, float]] = []
+    pids = server_pids(url)
     while True:
-        times = measure(url, task_id, headers=headers)
+        record = measure_round(url, task_id, headers, pids)
+        times = record["times"]
         worst = max(times.values())
-        assert worst <= STALL_LIMIT, f"the worker stalled: {times} (stall limit {STALL_LIMIT}s)"
+        assert not stalled(record), \
+            f"the worker stalled: {record} (stall limit {STALL_LIMIT}s of its own time)"
         if worst <= limit:
             return times
         slow.append(times)
@@ -382,7 +506,8 @@ def probe(url: str, task_id: str = "", *, limit: float = PROBE_LIMIT,
 class Probing:
     """Probe a server every ``interval`` seconds while a fault is on:
     ``with Probing(server.url, task_id) as probing: ...``; leaving the block fails the
-    test if a probe failed (no answer, a wrong one, or one slower than STALL_LIMIT),
+    test if a probe failed (no answer, a wrong one, or one slower than STALL_LIMIT of
+    the server's own time),
     if more than the odd answer was slower than ``limit``, or if none ran.
     :meth:`wait_for` waits until some number of probes answered (a fault that lasts
     until a condition, not for a time): a failed probe fails it at once.
@@ -405,7 +530,7 @@ class Probing:
         self.limit = limit
         self.share = SATURATED_SHARE if saturating else SLOW_SHARE
         self.args = json.dumps({"url": url, "task_id": task_id, "interval": interval,
-                                "headers": headers or {}})
+                                "headers": headers or {}, "pids": server_pids(url)})
         self.slow: List[str] = []
         self.worst = 0.0
         self.failures: List[str] = []
@@ -484,8 +609,9 @@ def _fault(record: Dict[str, Any]) -> str:
     """What makes one of Probing's records a failure at once ('' if nothing)."""
     if "error" in record:
         return f"{record['at']} {record['error']}"
-    if max(record["times"].values()) > STALL_LIMIT:
-        return f"{record['at']} stalled: {record['times']} (stall limit {STALL_LIMIT}s)"
+    if stalled(record):
+        return (f"{record['at']} stalled: {record['times']}, {record.get('waited', 0):.3f}s of "
+                f"it waiting for a CPU (stall limit {STALL_LIMIT}s)")
     return ""
 
 
@@ -493,12 +619,12 @@ def _fault(record: Dict[str, Any]) -> str:
 _PROBE_LOOP = """
 import json, select, sys, time
 import requests
-from tests.support.helpers import measure
+from tests.support.helpers import measure_round
 args = json.loads(sys.argv[1])
 print("ready", flush=True)
 while True:
     try:
-        record = {"times": measure(args["url"], args["task_id"], headers=args["headers"])}
+        record = measure_round(args["url"], args["task_id"], args["headers"], args["pids"])
     except (AssertionError, requests.RequestException, ValueError) as exc:
         record = {"error": str(exc)}
     record["at"] = time.strftime("%H:%M:%S")

@@ -7,6 +7,9 @@ import json
 import pytest
 import requests
 
+pytestmark = pytest.mark.declare(server=[
+    "test_the_served_card_is_signed_and_the_client_checks_it"])
+
 pytest.importorskip("cryptography")
 from cryptography.hazmat.primitives import serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec, rsa  # noqa: E402

@@ -12,7 +12,18 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
+import pytest
+
 from a2a_flask.engine.run import MAX_UNSENT, UNSENT_SHARE, unsent_cap
+
+pytestmark = pytest.mark.declare(server=[
+    "test_a_burst_of_chunks_is_appended_in_a_few_writes_in_order",
+    "test_a_chunk_is_in_the_log_once_the_executor_blocks",
+    "test_the_executor_sees_its_own_chunks_in_ctx_task",
+    "test_a_cancel_keeps_what_was_appended_and_stops_the_run",
+    "test_a_failed_background_append_is_raised_by_the_next_call",
+    "test_a_run_holds_a_bounded_number_of_chunks",
+    "test_a_long_task_holds_more_chunks_per_append"])
 
 ROOT = Path(__file__).resolve().parents[2]
 

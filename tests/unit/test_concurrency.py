@@ -10,10 +10,15 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from tests.support import notifier_cases
 from tests.support.helpers import ROOT
+
+pytestmark = pytest.mark.declare(server=[
+    "test_the_same_holds_for_greenlets_under_gevent",
+    "test_detached_work_runs_on_pooled_greenlets_that_start_each_job_clean"])
 
 PAUSES = st.sampled_from([0.0, 0.0, 0.0005, 0.002])
 READERS = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 4), PAUSES), min_size=1,

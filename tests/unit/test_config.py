@@ -17,11 +17,15 @@ from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities
 from a2a_flask.config import Settings, config_key, field_default, field_types, kind_of
-from a2a_flask.web.extension import AgentState
+from a2a_flask.web.agent_state import AgentState
 
 from tests.conftest import echo, make_card
 from tests.support.helpers import V1, rpc_body, user_message
 from tests.support.wire import rpc
+
+pytestmark = pytest.mark.declare(server=[
+    "test_the_issue_case_over_real_gunicorn",
+    "test_gc_full_every_applies_in_a_gunicorn_worker"])
 
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off")

@@ -35,7 +35,7 @@ from a2a_flask.push.transport import WebhookDeliveryError, WebhookResponse, Webh
 
 from tests.conftest import require
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.declare(server=["test_concurrent_posts_under_gevent"])]
 
 PUBLIC_V4 = "93.184.216.34"
 PUBLIC_V6 = "2606:2800:220:1:248:1893:25c8:1946"

@@ -1,5 +1,5 @@
 """0.3 webhooks, which are pushed the whole task: one push stands for a burst of
-events, and the bytes pushed grow linearly with the events (DESIGN invariant 10).
+events, and the bytes pushed grow linearly with the events (docs/internals.rst, invariant 10).
 
 A push per event costs the task's size per event: 100 streamed chunks posted
 287 KB to a 0.3 webhook and 400 chunks 3.7 MB, where a 1.0 webhook got 22 KB

@@ -1,5 +1,5 @@
 """Caller-chosen strings are checked before they become keys, headers or log lines
-(DESIGN invariant 10): tenants, webhook ids given with a message, caller ids.
+(docs/internals.rst, invariant 10): tenants, webhook ids given with a message, caller ids.
 
 A webhook id with CR/LF sent inside ``SendMessage``'s configuration was stored and
 later logged verbatim (forged log lines); one over 256 characters, or a tenant over
@@ -8,37 +8,32 @@ later logged verbatim (forged log lines); one over 256 characters, or a tenant o
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict, Iterator
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 import requests
 from flask import Flask
 
 from a2a_flask import A2A
-from a2a_flask.protocol.models import new_id
-from a2a_flask.stores.base import TaskQuery
+from a2a_flask.stores import open_store
 
 from tests.conftest import drop_sql_database, echo, make_card, sql_test_url
 from tests.support import wire
 from tests.support.helpers import V1, Server, rpc_body
+from tests.support.tasks import message, message03
 from tests.support.wire import rpc
+
+pytestmark = pytest.mark.declare(server=["postgres_server"], slow=["postgres_server"])
 
 V03 = {"A2A-Version": "0.3"}
 HOSTILE = {"long": "t" * 300, "CR/LF": "evil\r\nINFO forged line", "NUL": "a\x00b",
            "C1": "a\x85b"}
 
 
-def message(text: str = "hi") -> Dict[str, Any]:
-    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}]}
-
-
-def message03(text: str = "hi") -> Dict[str, Any]:
-    return {"kind": "message", "role": "user", "messageId": new_id(),
-            "parts": [{"kind": "text", "text": text}]}
-
-
-def task_count(app: Flask) -> int:
-    return app.extensions["a2a"]["a2a"].store.list_tasks(TaskQuery()).total_size
+def stored_tasks(app: Flask) -> List[str]:
+    """The id of every task the app's store holds, of every tenant and owner (a
+    ListTasks query would see only one tenant's and one owner's)."""
+    return app.extensions["a2a"]["a2a"].store.task_ids()
 
 
 @pytest.fixture
@@ -67,7 +62,7 @@ def test_a_webhook_id_given_with_a_message_is_checked_before_anything_starts(pus
         "message": message03(), "configuration": {"pushNotificationConfig": hook}},
         version=None, headers=V03).json()
     assert answer03["error"]["code"] == -32602, answer03
-    assert task_count(push_app) == 0
+    assert stored_tasks(push_app) == []
 
 
 @pytest.mark.parametrize("kind", list(HOSTILE))
@@ -80,7 +75,7 @@ def test_a_tenant_is_checked_on_every_binding(client, app, kind):
         assert response.status_code == 400, response.get_data(as_text=True)
         assert response.get_json()["error"]["details"][1]["fieldViolations"][0]["field"] == \
             "tenant"
-    assert task_count(app) == 0
+    assert stored_tasks(app) == []
 
 
 def test_a_tenant_of_255_characters_is_served(client):
@@ -103,7 +98,7 @@ def test_a_caller_id_no_store_could_hold_is_a_server_error_not_a_task(caller, ca
     answer = response.json()  # (its id is null, not the request's: not checked here)
     assert answer["error"]["code"] == -32603
     assert "Principal id must be at most 255 characters" in caplog.text
-    assert task_count(app) == 0
+    assert stored_tasks(app) == []
     app.extensions["a2a"]["a2a"].close()
 
 
@@ -111,13 +106,14 @@ def test_a_caller_id_no_store_could_hold_is_a_server_error_not_a_task(caller, ca
 
 
 @pytest.fixture(scope="module")
-def postgres_server() -> Iterator[Server]:
+def postgres_server() -> Iterator[Tuple[Server, str]]:
+    """A real server on a PostgreSQL database of its own, and that database's URL."""
     name = f"a2atest_{uuid.uuid4().hex[:12]}"
-    env = {"FLASK_A2A_STORE": sql_test_url("postgresql", name),
-           "FLASK_A2A_PUSH_ALLOW_PRIVATE": "true"}
+    url = sql_test_url("postgresql", name)
+    env = {"FLASK_A2A_STORE": url, "FLASK_A2A_PUSH_ALLOW_PRIVATE": "true"}
     try:
         with Server("tests.support.fault_app:app", env=env) as running:
-            yield running
+            yield running, url
     finally:
         drop_sql_database("postgresql", name)
 
@@ -125,8 +121,9 @@ def postgres_server() -> Iterator[Server]:
 @pytest.mark.parametrize("kind", list(HOSTILE))
 def test_on_postgresql_hostile_tenants_and_webhook_ids_are_invalid_params_not_500(
         postgres_server, kind):
+    server, store_url = postgres_server
     value = HOSTILE[kind]
-    url = postgres_server.url + "/a2a"
+    url = server.url + "/a2a"
     hook = {"id": value, "url": "http://127.0.0.1:9/hook"}
     answers = [
         requests.post(url, json=rpc_body("SendMessage", {"message": message(), "tenant": value}),
@@ -140,7 +137,10 @@ def test_on_postgresql_hostile_tenants_and_webhook_ids_are_invalid_params_not_50
     ]
     for answer in answers:
         assert answer.status_code == 200 and answer.json()["error"]["code"] == -32602, answer.text
-    listed = requests.post(url, json=rpc_body("ListTasks", {}), headers=V1, timeout=30).json()
-    assert listed["result"]["tasks"] == []  # nothing was stored
-    log = postgres_server.log_text()
+    store = open_store(store_url)  # the server's tables, every tenant's and owner's tasks
+    try:
+        assert store.task_ids() == []  # nothing was stored
+    finally:
+        store.close()
+    log = server.log_text()
     assert "Traceback" not in log and "forged line" not in log

@@ -28,6 +28,12 @@ from tests.conftest import echo, make_card
 from tests.support.helpers import ALICE, Server, bearer_auth, free_port, validate_card
 from tests.support.wire import rpc
 
+pytestmark = pytest.mark.declare(server=[
+    "test_gunicorn_serves_host_derived_cards_unsigned_with_vary_and_refuses_bad_hosts",
+    "test_gunicorn_with_public_url_ignores_the_host",
+    "test_gunicorn_with_trusted_hosts_refuses_other_hosts"], slow=[
+    "test_the_render_cache_stays_bounded_after_10000_hosts"])
+
 CARD = "/.well-known/agent-card.json"
 EVIL = {"Host": "evil.example"}
 

@@ -1,4 +1,4 @@
-"""One error tree (issue 37): the class the server raises is the class the client
+"""One error tree: the class the server raises is the class the client
 raises, a received error carries what the wire said, and the modules that name
 the tree export exactly their names (the 0.1 paths with a DeprecationWarning)."""
 from __future__ import annotations
@@ -22,7 +22,8 @@ from a2a_flask.testing import A2ATestClient, FlaskAdapter
 from tests.support.client_support import client_agent_server
 from tests.conftest import echo, make_card
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.declare(server=[
+    "test_one_except_catches_what_the_client_raises_over_the_network"])]
 
 BINDINGS = ["jsonrpc", "rest"]
 
@@ -219,12 +220,14 @@ def test_the_top_level_names_are_unchanged():
         "AgentSkill", "Artifact", "AuthenticationInfo", "Message", "Part", "PartList", "Role",
         "Task", "TaskArtifactUpdateEvent", "TaskPushNotificationConfig", "TaskState",
         "TaskStatus", "TaskStatusUpdateEvent", "TaskStore", "MemoryStore", "ShelveStore",
-        "open_store", "A2AError", "ContentTypeNotSupportedError",
-        "ExtendedAgentCardNotConfiguredError", "ExtensionSupportRequiredError", "InternalError",
-        "InvalidAgentResponseError", "InvalidParamsError", "InvalidRequestError",
-        "JSONParseError", "MethodNotFoundError", "PushNotificationNotSupportedError",
-        "StoreUnavailable", "TaskNotCancelableError", "TaskNotFoundError", "TaskTooLargeError",
-        "UnsupportedOperationError", "VersionNotSupportedError"]
+        "open_store", *errors.__all__]
+    # Every error exported before the whole tree was still is.
+    assert {"A2AError", "ContentTypeNotSupportedError", "ExtendedAgentCardNotConfiguredError",
+            "ExtensionSupportRequiredError", "InternalError", "InvalidAgentResponseError",
+            "InvalidParamsError", "InvalidRequestError", "JSONParseError",
+            "MethodNotFoundError", "PushNotificationNotSupportedError", "StoreUnavailable",
+            "TaskNotCancelableError", "TaskNotFoundError", "TaskTooLargeError",
+            "UnsupportedOperationError", "VersionNotSupportedError"} <= set(a2a_flask.__all__)
 
 
 # ------------------------------------------------------------------ deprecated paths

@@ -15,9 +15,8 @@ from a2a_flask.engine.states import TaskClosedError
 from tests.conftest import make_card
 from tests.support import wire
 from tests.support.helpers import parse_sse, user_message, validate
+from tests.support.tasks import COMPLETED, get_task
 from tests.support.wire import mimetype, rpc
-
-COMPLETED = "TASK_STATE_COMPLETED"
 
 
 # ----------------------------------------------------------------- helpers
@@ -33,13 +32,6 @@ def run_task(client, message: Optional[Dict[str, Any]] = None, **configuration: 
     task = body["result"]["task"]
     validate(task, "Task")
     return task
-
-
-def get_task(client, task_id: str) -> Dict[str, Any]:
-    body = rpc(client, "GetTask", {"id": task_id})
-    assert "error" not in body, body
-    validate(body["result"], "Task")
-    return body["result"]
 
 
 def stream_results(client, message: Optional[Dict[str, Any]] = None) -> List[Dict[str, Any]]:

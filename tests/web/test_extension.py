@@ -12,7 +12,7 @@ import pytest
 from flask import Flask
 
 from a2a_flask import A2A, MemoryStore, ShelveStore, StoreUnavailable
-from a2a_flask.web.extension import AgentState
+from a2a_flask.web.agent_state import AgentState
 
 from tests.conftest import echo, make_card
 from tests.support import wire

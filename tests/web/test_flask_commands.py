@@ -23,7 +23,19 @@ from tests.conftest import (REDIS_URL, drop_redis_prefix, drop_sql_database, mak
 from tests.support.helpers import ROOT, Server, WebhookReceiver, user_message, wait_until
 from tests.support.wire import rpc, stream
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.declare(server=[
+    "test_doctor_reports_the_store_the_settings_and_their_sources",
+    "test_cancel_from_the_command_line_stops_a_task_a_server_runs",
+    "test_copy_sqlite_to_postgresql_then_serve_it",
+    "test_flask_command_on_the_echo_example",
+    "test_flask_command_says_why_the_app_does_not_load"], slow=[
+    "target_url",
+    "test_bad_input_is_one_line_and_exit_status_1",
+    "test_create_tables_on_postgresql_and_on_a_store_without_tables",
+    "test_flask_command_on_the_echo_example",
+    "test_flask_command_says_why_the_app_does_not_load",
+    "test_cancel_from_the_command_line_stops_a_task_a_server_runs",
+    "test_copy_sqlite_to_postgresql_then_serve_it"])]
 
 
 def chunky(ctx):
@@ -508,12 +520,12 @@ def test_cancel_from_the_command_line_stops_a_task_a_server_runs(tmp_path):
     own affair, not this command's.)"""
     redis_up()
     prefix = f"a2atest-cancel-{uuid.uuid4().hex[:10]}"
-    app = "examples.conformance_agent"
+    app = "tests.support.fault_app"  # "wait": works until canceled, however slow the command
     env = {"FLASK_A2A_STORE": f"{REDIS_URL}?prefix={prefix}", "FLASK_A2A_PUSH_ALLOW_PRIVATE": "1"}
     try:
         with WebhookReceiver() as receiver, Server(f"{app}:app", env=env) as server:
             slow = server.rpc("SendMessage", {
-                "message": user_message("wait", "test-resubscribe-message-id"),
+                "message": user_message("wait", uuid.uuid4().hex),
                 "configuration": {"returnImmediately": True,
                                   "taskPushNotificationConfig": {"url": receiver.hook()}},
             })["result"]["task"]["id"]
@@ -534,7 +546,7 @@ def test_cancel_from_the_command_line_stops_a_task_a_server_runs(tmp_path):
 
 
 def test_copy_sqlite_to_postgresql_then_serve_it(tmp_path):
-    """The check of issue 42: a store filled by a real server on SQLite, copied to
+    """The whole path: a store filled by a real server on SQLite, copied to
     PostgreSQL by ``flask a2a copy-store``; a server there answers as the first."""
     app = "examples.conformance_agent"
     source_env = {"FLASK_A2A_STORE": f"sqlite://{tmp_path}/tasks.db"}

@@ -15,7 +15,7 @@ import re
 import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Optional
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import pytest
 import requests
@@ -28,6 +28,8 @@ from a2a_flask.web.inspector import CONTENT_SECURITY_POLICY, make_inspector
 from tests.conftest import make_card, require
 from tests.support.helpers import V1, Server
 from tests.support.wire import rpc
+
+pytestmark = pytest.mark.declare(server=["chromium"])
 
 PACKAGE = Path(a2a_flask.web.inspector.__file__).resolve().parent
 ASSETS = [PACKAGE / "static" / "inspector.js", PACKAGE / "static" / "inspector.css",
@@ -223,6 +225,7 @@ class Watch:
     def __init__(self, page) -> None:
         self.problems: List[str] = []
         self.calls: List[Dict[str, Any]] = []
+        self.gets: List[str] = []
         page.on("console", lambda m: m.type == "error" and self.problems.append(f"console: {m.text}"))
         page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url} {r.failure}"))
@@ -231,10 +234,19 @@ class Watch:
         page.on("request", self._request)
 
     def _request(self, request) -> None:
+        if request.method == "GET":
+            self.gets.append(request.url)
         if request.method == "POST" and request.post_data:
             body = json.loads(request.post_data)
             self.calls.append({"method": body.get("method"), "params": body.get("params"),
                                "headers": request.headers})
+
+    def api_urls(self) -> List[str]:
+        """The URLs of the page's requests to the inspector's API, in order."""
+        return [u for u in self.gets if "/inspector/api/" in u]
+
+    def api_paths(self) -> List[str]:
+        return [urlsplit(u).path for u in self.api_urls()]
 
     def methods(self) -> List[str]:
         return [c["method"] for c in self.calls]
@@ -286,8 +298,19 @@ def task_item(page, task_id: str):
     return page.locator(f'li.task[data-task-id="{task_id}"]')
 
 
+def open_task(page, task_id: str):
+    """Open the task's panel (a click on its row) unless it is open; its detail."""
+    item = task_item(page, task_id)
+    if item.locator(".task-toggle").get_attribute("aria-expanded") != "true":
+        item.locator(".task-toggle").click()
+    item.locator(".timeline-entry").first.wait_for()
+    return item.locator(".task-detail")
+
+
 def timeline_states(page, task_id: str) -> List[str]:
-    return task_item(page, task_id).locator(".timeline-entry").evaluate_all(
+    """The states of the task's timeline, in order (its status events)."""
+    open_task(page, task_id)
+    return task_item(page, task_id).locator(".timeline-entry[data-state]").evaluate_all(
         "nodes => nodes.map(n => n.dataset.state)")
 
 
@@ -324,7 +347,7 @@ def test_page_loads_clean_and_shows_the_card(server, page):
     raw = json.loads(page.locator("#card-json").inner_text())
     assert raw["name"] == "Inspector test agent" and raw["version"] == "2.5.0"
     # An example fills the box; Shift+Enter is a new line, not a send.
-    page.get_by_role("button", name="a lighthouse").click()
+    page.get_by_role("button", name="a lighthouse", exact=True).click()
     assert page.get_by_label("Message").input_value() == "a lighthouse"
     page.get_by_label("Message").press("Shift+Enter")
     assert page.get_by_label("Message").input_value() == "a lighthouse\n"
@@ -362,13 +385,15 @@ def test_answer_streams_in_as_it_arrives(server, page):
     task_id = turn.get_attribute("data-task-id")
     page.wait_for_selector(f'li.task[data-task-id="{task_id}"][data-state="completed"]')
     assert timeline_states(page, task_id) == ["submitted", "working", "completed"]
-    task_item(page, task_id).locator(".task-toggle").click()
-    detail = task_item(page, task_id).locator(".task-detail")
+    detail = open_task(page, task_id)
     detail.locator(".artifact").wait_for()
-    assert expected in detail.inner_text()
-    assert "User: a lighthouse" in detail.inner_text()
+    assert expected in detail.locator(".artifact").inner_text()
+    assert detail.locator(".msg-user").first.inner_text().split("\n")[-1] == "a lighthouse"
     assert task_item(page, task_id).locator(".task-toggle").get_attribute("aria-expanded") == "true"
-    assert "GetTask" in page.watch.methods() and "ListTasks" in page.watch.methods()
+    # The row says what was asked; the list and the panel come from the inspector's API.
+    assert task_item(page, task_id).locator(".task-asked").inner_text() == "a lighthouse"
+    assert page.watch.api_paths() and all(p.startswith("/a2a/inspector/api/tasks")
+                                          for p in page.watch.api_paths())
     page.watch.assert_clean()
 
 
@@ -444,6 +469,10 @@ def test_errors_are_shown_with_code_and_message(server, page):
     say(page, "weather")
     wait_turn_state(page, 0, "input-required")
     task_id = agent_turn(page, 0).get_attribute("data-task-id")
+    page.wait_for_selector(f'li.task[data-task-id="{task_id}"][data-state="input-required"]')
+    page.wait_for_function("() => !document.querySelector('#send-button').disabled"
+                           " && !A2AInspector.tasks.loading && A2AInspector.tasks.loadAgain === null")
+    # The turn is over and the list's last refresh came back: nothing tells the page now.
     canceled = server.rpc("CancelTask", {"id": task_id})  # another client cancels it
     assert canceled["result"]["status"]["state"] == "TASK_STATE_CANCELED"
 

@@ -12,7 +12,6 @@ from flask import Flask
 
 from a2a_flask import A2A, AgentCapabilities
 from a2a_flask.config import field_default
-from a2a_flask.protocol.models import new_id
 from a2a_flask.engine.service import ANONYMOUS
 from a2a_flask.stores import MemoryStore
 from a2a_flask.stores.base import TaskQuery
@@ -20,11 +19,11 @@ from a2a_flask.stores.base import TaskQuery
 from tests.conftest import make_card
 from tests.support import wire
 from tests.support.helpers import ALICE, BOB, V1, Gate, Server, bearer_auth, rpc_body
+from tests.support.tasks import message
 from tests.support.wire import rpc
 
-
-def message(text: str = "hi", **extra):
-    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}], **extra}
+pytestmark = pytest.mark.declare(server=[
+    "test_a_chunked_oversized_body_is_refused_over_real_http"])
 
 
 def tasks_in(app) -> int:
@@ -362,7 +361,7 @@ def test_a_task_takes_at_most_max_push_configs_webhooks(make_app):
         streaming=True, push_notifications=True)), max_push_configs=2)
     client = app.test_client()
     try:
-        task = rpc(client, "SendMessage", {"message": message(), "configuration": {
+        task = rpc(client, "SendMessage", {"message": message("hi"), "configuration": {
             "returnImmediately": True}})["result"]["task"]
 
         def register(config_id):

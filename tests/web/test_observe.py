@@ -18,6 +18,14 @@ from a2a_flask.client import A2AClient
 from tests.support.helpers import (
     ROOT, V1, Server, WebhookReceiver, rpc_body, user_message, wait_until)
 
+pytestmark = pytest.mark.declare(server=[
+    "test_one_trace_from_the_client_through_a_worker_to_the_webhook",
+    "test_a_failing_call_is_an_error_span_named_after_its_method",
+    "test_prometheus_sums_two_gunicorn_workers",
+    "test_a_provider_set_only_by_the_environment_is_found",
+    "test_metrics_are_off_unless_asked_for",
+    "test_under_the_flask_instrumentation_there_is_one_server_span"])
+
 pytest.importorskip("opentelemetry.sdk")
 prometheus_client = pytest.importorskip("prometheus_client")
 

@@ -32,18 +32,21 @@ from a2a_flask.push.delivery import PushDispatcher, RetryPolicy
 from a2a_flask.push.transport import WebhookResponse
 from a2a_flask.engine.service import StreamContext
 from a2a_flask.stores import MemoryStore, SQLiteStore
-from a2a_flask.stores.base import PushTarget, TaskRecord
+from a2a_flask.stores.base import PushTarget, TaskRecord, scoped
 
 from tests.conftest import make_card
 from tests.support.helpers import Gate, WebhookReceiver, validate, wait_until, wait_until_delivered
+from tests.support.tasks import TERMINAL, message, message03
 from tests.support.wire import rpc
+
+pytestmark = pytest.mark.declare(server=[
+    "test_an_agent_that_pushes_imports_requests_at_start_up_not_on_its_first_push"])
 
 PUSH = dict(card=make_card(capabilities=AgentCapabilities(streaming=True, push_notifications=True)))
 FAST = dict(push_allow_private=True, push_retry_delay=0.05, push_retry_max_delay=0.2,
             push_timeout=1.0, lease_ttl=3.0)
 
 V03 = {"A2A-Version": "0.3"}
-TERMINAL = ("TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED")
 
 
 def chunky(ctx):
@@ -64,10 +67,6 @@ def asker(ctx):
 def receiver():
     with WebhookReceiver() as hooks:
         yield hooks
-
-
-def message(text: str = "hello", **extra: Any) -> Dict[str, Any]:
-    return {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}], **extra}
 
 
 def result(body: Dict[str, Any]) -> Any:
@@ -455,11 +454,6 @@ def _rest_outcome(response: Any) -> str:
     return f"rest {response.status_code} {response.get_json()['error']['details'][0]['reason']}"
 
 
-def _message03() -> Dict[str, Any]:
-    return {"kind": "message", "role": "user", "messageId": new_id(),
-            "parts": [{"kind": "text", "text": "hi"}]}
-
-
 #: Every way to register a webhook: (client, id of an existing task, url) -> outcome.
 REGISTRATIONS = {
     "1.0-jsonrpc-create": lambda c, t, url: _rpc_outcome(rpc(
@@ -474,7 +468,7 @@ REGISTRATIONS = {
         c, "tasks/pushNotificationConfig/set",
         {"taskId": t, "pushNotificationConfig": {"url": url}}, headers=V03)),
     "0.3-jsonrpc-send": lambda c, t, url: _rpc_outcome(rpc(c, "message/send", {
-        "message": _message03(), "configuration": {"pushNotificationConfig": {"url": url}}},
+        "message": message03(), "configuration": {"pushNotificationConfig": {"url": url}}},
         headers=V03)),
     "0.3-rest-create": lambda c, t, url: _rest_outcome(c.post(
         f"/a2a/rest/v1/tasks/{t}/pushNotificationConfigs",
@@ -596,9 +590,9 @@ class _RecordingTransport:
         pass
 
 
-def _task_with_log(store, task_id: str, events: int, append: bool = False):
+def _task_with_log(store, task_id: str, events: int, append: bool = False, tenant: str = ""):
     task = Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.WORKING))
-    store.create(TaskRecord(task, 1), task)
+    store.create(TaskRecord(task, 1, tenant), task)
     # The snapshot says COMPLETED so that the drain ends once it caught up.
     done = Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.COMPLETED))
     for i in range(events):
@@ -610,10 +604,32 @@ def _task_with_log(store, task_id: str, events: int, append: bool = False):
         url="http://hooks.test/h", id="cfg", task_id=task_id)))
 
 
-def _dispatcher(store, transport, claim_ttl: float):
+def _dispatcher(store, transport, claim_ttl: float, scope=None):
     stream = StreamContext(lambda event: False, lambda task_id: [])
     return PushDispatcher(store, transport, renderer_for=lambda v: lambda: push_renderer(v)(stream),
-                          owner=lambda: "me", claim_ttl=claim_ttl)
+                          owner=lambda: "me", claim_ttl=claim_ttl, scope=scope)
+
+
+def test_a_sweep_delivers_its_own_agents_webhooks_only(tmp_path):
+    """Two agents on one store: each one's sweeps deliver (and sign) its own tasks'
+    webhooks, never the other's, and remember whose a task is."""
+    store = SQLiteStore(str(tmp_path / "tasks.db"))
+    _task_with_log(store, "billing-task", 2, tenant=scoped("billing", "acme"))
+    _task_with_log(store, "default-task", 2, tenant="acme")
+    real_load = store.load
+    loads: List[str] = []
+    store.load = lambda task_id: (loads.append(task_id), real_load(task_id))[1]
+    for scope, ours in (("billing", "billing-task"), ("", "default-task")):
+        dispatcher = _dispatcher(store, _RecordingTransport(), claim_ttl=1.0, scope=scope)
+        kicked: List[str] = []
+        dispatcher.kick = kicked.append  # type: ignore[method-assign]
+        dispatcher.sweep()
+        dispatcher._last_sweep = 0.0
+        dispatcher.sweep()  # whose each task is, is remembered
+        assert kicked == [ours, ours], (scope, kicked)
+    assert sorted(loads) == ["billing-task", "billing-task", "default-task", "default-task"]
+    del store.load
+    store.close()
 
 
 def test_a_long_delivery_pass_renews_its_claim():

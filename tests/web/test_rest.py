@@ -26,6 +26,7 @@ from a2a_flask import A2A, AgentCapabilities, Part
 
 from tests.conftest import make_card
 from tests.support.helpers import ALICE, Gate, bearer_auth, card_v1_view, parse_sse, rpc_body, validate
+from tests.support.tasks import message
 
 REST = "/a2a/rest"
 V03 = "/a2a/rest/v1"
@@ -118,12 +119,6 @@ def app_with(card_kwargs: Optional[dict] = None, **kwargs: Any) -> Iterator[Any]
 
 
 # ------------------------------------------------------------------ wire helpers
-
-
-def message(text: str, **extra: Any) -> Dict[str, Any]:
-    out = {"messageId": "m-" + uuid.uuid4().hex[:10], "role": "ROLE_USER", "parts": [{"text": text}]}
-    out.update(extra)
-    return out
 
 
 def ok(response, definition: Optional[str] = None) -> Any:

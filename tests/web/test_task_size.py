@@ -1,6 +1,6 @@
 """What one task may hold (A2A_MAX_TASK_BYTES), and what a message to it costs the store.
 
-Issue 35, finding 5: every message to an open task rewrote its whole snapshot
+Once, every message to an open task rewrote its whole snapshot
 (message k cost O(k) bytes on disk), nothing bounded a task's bytes, a shelve
 record over 1 GiB was read as a torn write (and the next writer cut off every
 record after it), and Redis refused values over 512 MB.  (The record log's part
@@ -38,6 +38,14 @@ from a2a_flask.stores.base import TaskRecord
 from tests.support.helpers import Server, user_message
 from tests.support.wire import rpc
 from tests.stores.test_stores import append, create, open_store, stored_snapshot_seq, user_turn
+from tests.support.tasks import get_task
+
+pytestmark = pytest.mark.declare(server=[
+    "test_a_real_server_refuses_the_message_that_would_overfill_a_task"], slow=[
+    "test_a_large_snapshot_is_not_rewritten_for_each_doubling_of_small_events",
+    "test_messages_to_an_open_task_send_redis_bytes_linear_in_what_was_sent",
+    "test_redis_keeps_the_trimmed_history_between_snapshots",
+    "test_redis_refuses_a_value_over_its_string_limit_before_writing"])
 
 S = TaskState
 
@@ -56,11 +64,7 @@ def send(client, text: str, task_id: str = "", number: int = 0) -> dict:
                                        "configuration": {"historyLength": 0}})
 
 
-def get_task(client, task_id: str) -> dict:
-    return rpc(client, "GetTask", {"id": task_id})["result"]
-
-
-def message(text: str, role: Role = Role.AGENT, number: int = 0) -> Message:
+def model_message(text: str, role: Role = Role.AGENT, number: int = 0) -> Message:
     return Message(message_id=f"m{number}", role=role, parts=[Part(text=text)],
                    task_id="t1", context_id="c1")
 
@@ -70,7 +74,7 @@ def chunk(artifact_id: str, text: str, append: bool) -> TaskArtifactUpdateEvent:
 
 
 def status(state: TaskState, text: Optional[str] = None, number: int = 0) -> TaskStatusUpdateEvent:
-    words = message(text, number=number) if text is not None else None
+    words = model_message(text, number=number) if text is not None else None
     return TaskStatusUpdateEvent("t1", "c1", TaskStatus(state=state, message=words))
 
 
@@ -86,7 +90,7 @@ def random_events(rng: random.Random, count: int) -> list:
             text = f"s{number}" * rng.randint(0, 5) if rng.random() < 0.7 else None
             events.append(status(S.WORKING, text, number))
         else:
-            events.append(message(f"u{number}" * rng.randint(1, 9), Role.USER, number))
+            events.append(model_message(f"u{number}" * rng.randint(1, 9), Role.USER, number))
     return events
 
 
@@ -103,7 +107,7 @@ def test_a_part_counts_its_content_as_stored():
 
 
 def test_a_task_counts_its_history_status_message_and_artifacts():
-    first, second = message("hello", Role.USER, 1), message("what?", number=2)
+    first, second = model_message("hello", Role.USER, 1), model_message("what?", number=2)
     artifact = Artifact("a1", [Part(text="abc"), Part(text="de")], name="n")
     task = Task(id="t1", context_id="c1", history=[first], artifacts=[artifact],
                 status=TaskStatus(state=S.INPUT_REQUIRED, message=second))
@@ -135,7 +139,7 @@ def test_the_runtime_keeps_the_count_of_each_record_it_writes(seed):
     store = MemoryStore()
     runtime = Runtime(store, lambda run: None, max_history=4, max_task_bytes=1 << 30)
     task = Task(id="t1", context_id="c1", status=TaskStatus(state=S.WORKING),
-                history=[message("hello", Role.USER)],
+                history=[model_message("hello", Role.USER)],
                 artifacts=[Artifact(key, [Part(text="start")]) for key in "abc"])
     store.create(TaskRecord(task, 1), task)
     record = None

@@ -2,18 +2,22 @@
 agent, one-line errors, and how tasks are read and shown."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import sys
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 import click
 from flask import Flask, current_app
-from flask.cli import ScriptInfo
+from flask.cli import NoAppException, ScriptInfo
 
 from ...protocol.codec import encode
 from ...protocol.errors import A2AError, StoreUnavailable
 from ...protocol.models import Message, Part, TaskState
 from ...stores import StoreError, TaskQuery, TaskRecord, TaskStore
+from ...stores.base import decode_page_token, encode_page_token, outage_cause, unscoped
+from ...stores.urls import safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -52,12 +56,28 @@ def app_in_context() -> Flask:
         raise Failure("no Flask app: run this as flask --app yourapp a2a ...")
     try:
         app = info.load_app()
+    except NoAppException as exc:  # Flask's own: a usage error (exit 2) with a traceback
+        raise Failure(f"the app did not load: {not_loaded(exc)}") from None
     except click.ClickException:
         raise
     except Exception as exc:  # whatever the app's module raised while loading
         raise Failure(f"the app did not load: {reason(exc)}") from None
     ctx.with_resource(app.app_context())
     return app
+
+
+def not_loaded(exc: NoAppException) -> str:
+    """Why Flask could not load the app, in one line.
+
+    An ``ImportError`` the app's module raised (a2a_flask's own for a setting
+    whose optional package is missing says what to install) comes wrapped in
+    Flask's error with its traceback: the ``ImportError`` alone is shown.
+    """
+    inner = exc.__context__
+    if isinstance(inner, ImportError):
+        return reason(inner)
+    lines = exc.format_message().strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def agents() -> Dict[str, Any]:
@@ -100,8 +120,8 @@ def one_line_errors(fn: F) -> F:
 def reason(exc: BaseException) -> str:
     """An exception as one line: its message, with the cause a store outage hides."""
     if isinstance(exc, StoreUnavailable) and exc.__cause__ is not None:
-        return f"task store unavailable: {reason(exc.__cause__)}"
-    text = " ".join(str(exc).split()) or type(exc).__name__
+        return f"task store unavailable: {outage_cause(exc.__cause__)}"
+    text = safe_text(" ".join(str(exc).split())) or type(exc).__name__  # it may quote a URL
     return text if isinstance(exc, (StoreError, A2AError)) else f"{type(exc).__name__}: {text}"
 
 
@@ -129,31 +149,62 @@ def short_state(state: TaskState) -> str:
     return state.value[len("TASK_STATE_"):].lower().replace("_", "-")
 
 
-def every_record(store: TaskStore) -> Iterator[TaskRecord]:
-    """Every task of the store, whoever owns it (one load each)."""
+def every_record(store: TaskStore, scope: Optional[str] = None) -> Iterator[TaskRecord]:
+    """Every task of the store, whoever owns it (one load each); with ``scope``, only
+    those of the agents with that store scope (``A2A_STORE_SCOPE``)."""
     for task_id in store.task_ids():
         record = store.load(task_id)
-        if record is not None:  # purged since it was listed
+        # None: purged since it was listed.
+        if record is not None and (scope is None or unscoped(record.tenant)[0] == scope):
             yield record
 
 
-def select(store: TaskStore, query: TaskQuery, limit: int,
-           every_caller: bool) -> Tuple[List[TaskRecord], int]:
-    """Up to ``limit`` records, newest status first, and how many match in all."""
+def agents_task(agent: Any, task_id: str) -> TaskRecord:
+    """The agent's task ``task_id``: a task of another agent sharing its store is
+    not the agent's to show or change, and is missing as one that is not there."""
+    record: Optional[TaskRecord] = agent.store.load(task_id)
+    if record is None or unscoped(record.tenant)[0] != agent.service.scope:
+        raise Failure(f"no task {task_id!r} in the store")
+    return record
+
+
+def select(store: TaskStore, query: TaskQuery, limit: int, every_caller: bool,
+           scope: str = "") -> Tuple[List[TaskRecord], int, str]:
+    """Up to ``limit`` records, newest status first, from ``query.page_token`` on;
+    how many match in all; and the token of the next page ('' on the last)."""
     if not every_caller:
         records: List[TaskRecord] = []
-        query.page_size = min(PAGE, limit)
         while True:
+            # Pages end where the listing ends, so the store's token starts the next one.
+            query.page_size = min(PAGE, limit - len(records))
             page = store.list_tasks(query)
             records += page.records
             if not page.next_page_token or len(records) >= limit:
-                return records[:limit], page.total_size
+                return records, page.total_size, page.next_page_token
             query.page_token = page.next_page_token
-    found = [r for r in every_record(store)
+    found = [r for r in every_record(store, scope)
              if (not query.context_id or r.context_id == query.context_id)
              and (query.state is None or r.state is query.state)]
     found.sort(key=lambda r: (r.updated_at, r.task_id), reverse=True)
-    return found[:limit], len(found)
+    start = 0
+    if query.page_token:  # the stores' own cursor: the (time, id) of the last task shown
+        cursor = decode_page_token(query.page_token)
+        start = next((i for i, r in enumerate(found) if (r.updated_at, r.task_id) < cursor),
+                     len(found))
+    shown = found[start:start + limit]
+    more = start + limit < len(found)
+    return shown, len(found), encode_page_token(shown[-1]) if more and shown else ""
+
+
+@contextlib.contextmanager
+def progress(length: int, label: str) -> Iterator[Callable[[int], None]]:
+    """``advance(n)`` for a progress bar on stderr, drawn only when stderr is a
+    terminal: a pipe or a log gets the command's result lines alone."""
+    if not sys.stderr.isatty():
+        yield lambda steps: None
+        return
+    with click.progressbar(length=length, label=label, file=sys.stderr) as bar:
+        yield bar.update
 
 
 def printable(text: str) -> str:
@@ -192,9 +243,10 @@ def table(rows: List[List[str]]) -> Iterable[str]:
 
 
 def caller(record: TaskRecord) -> str:
-    """Who owns a task, as the listing shows it."""
+    """Who owns a task, as the listing shows it (its tenant without the agent's scope)."""
     who = record.owner or "-"
-    return f"{record.tenant}/{who}" if record.tenant else who
+    tenant = unscoped(record.tenant)[1]
+    return f"{tenant}/{who}" if tenant else who
 
 
 def emit_json(value: Any) -> None:

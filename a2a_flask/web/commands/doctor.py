@@ -17,7 +17,7 @@ import click
 from flask import Flask
 
 from ...config import config_key, field_default, field_types
-from ...stores import MemoryStore
+from ...stores import store_label
 from ...stores.base import safe_url
 from ..deploy import configured_workers
 from .common import Failure, a2a, agents, app_in_context, one_line_errors, reason
@@ -84,11 +84,12 @@ def warnings_for(agent: Any, app: Flask) -> List[str]:
     """What would be unsafe in production."""
     settings = agent.settings
     found = []
-    if isinstance(agent.store, MemoryStore):
+    if agent.store.process_local:
         workers = configured_workers()
         many = (f"; the environment asks gunicorn for {workers} workers, and each would see "
                 "only its own tasks" if workers and workers > 1 else "")
-        found.append("the memory store keeps tasks in one process, lost when it stops"
+        label = store_label(agent.store, agent.store_url)
+        found.append(f"the {label} keeps tasks in one process, lost when it stops"
                      f"{many}; set A2A_STORE to sqlite:///path (one host), "
                      "redis://... or postgresql://... (several)")
     signing = [config_key(name) for name in SECRET if getattr(settings, name) is not None]

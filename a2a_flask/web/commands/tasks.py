@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import sys
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
@@ -10,12 +9,13 @@ import click
 
 from ...engine.service import check_id, view
 from ...protocol.codec import encode
-from ...protocol.errors import TaskNotCancelableError
+from ...protocol.errors import InvalidParamsError, TaskNotCancelableError
 from ...protocol.models import ListTasksResponse, Part, format_timestamp, parse_timestamp
-from ...stores import MemoryStore, TaskQuery
-from .common import (PAGE, Failure, a2a, caller, chosen_agent, emit_json, every_record,
-                     message_text, one_line_errors, parse_state, part_text, printable, select,
-                     short_state, table)
+from ...stores import TaskQuery, store_label
+from ...stores.base import decode_page_token, scoped, unscoped
+from .common import (PAGE, Failure, a2a, agents_task, caller, chosen_agent, emit_json,
+                     every_record, message_text, one_line_errors, parse_state, part_text,
+                     printable, progress, select, short_state, table)
 
 
 @a2a.command("tasks")
@@ -26,32 +26,43 @@ from .common import (PAGE, Failure, a2a, caller, chosen_agent, emit_json, every_
               help="Only this caller's tasks (the principal id as stored; '' for anonymous).")
 @click.option("--limit", default=20, show_default=True, type=click.IntRange(min=1),
               help="Most tasks shown.")
+@click.option("--page-token", default="", metavar="TOKEN",
+              help="Start after the tasks already listed: the nextPageToken of --json.")
 @click.option("--json", "as_json", is_flag=True,
               help="Print a 1.0 ListTasksResponse (tasks without their history).")
 @one_line_errors
 def tasks_command(state: Optional[str], context_id: str, tenant: Optional[str],
-                  owner: Optional[str], limit: int, as_json: bool) -> None:
-    """List tasks, most recently updated first.
+                  owner: Optional[str], limit: int, page_token: str, as_json: bool) -> None:
+    """List the agent's tasks, most recently updated first.
 
     With --tenant or --owner the store's ListTasks index answers, exactly as
     for that caller; without them every task of every caller is listed
-    (which reads each task of the store).
+    (which reads each task of the store).  Tasks of other agents sharing the
+    store (another A2A_STORE_SCOPE) are not listed.
     """
     agent = chosen_agent()
     wanted = parse_state(state)
     every_caller = tenant is None and owner is None
-    query = TaskQuery(tenant=tenant or "", owner=owner or "", context_id=context_id,
-                      state=wanted)
+    scope = agent.service.scope
+    query = TaskQuery(tenant=scoped(scope, tenant or ""), owner=owner or "",
+                      context_id=context_id, state=wanted, page_token=page_token)
     check_id(context_id, "--context")
-    records, total = select(agent.store, query, limit, every_caller)
+    if page_token:
+        try:
+            decode_page_token(page_token)
+        except InvalidParamsError:
+            raise Failure(f"--page-token {page_token!r} is not a nextPageToken this command "
+                          "printed") from None
+    records, total, next_token = select(agent.store, query, limit, every_caller, scope)
     if as_json:
         tasks = [view(r.task, 0) for r in records]
-        emit_json(encode(ListTasksResponse(tasks, "", limit, total)))
+        emit_json(encode(ListTasksResponse(tasks, next_token, limit, total)))
         return
     if not records:
-        click.echo("No tasks." + (" (The memory store holds only this process's tasks: a "
+        label = store_label(agent.store, agent.store_url)
+        click.echo("No tasks." + (f" (The {label} holds only this process's tasks: a "
                                   "server's are in its own memory.)"
-                                  if isinstance(agent.store, MemoryStore) else ""))
+                                  if agent.store.process_local else ""))
         return
     rows = [["ID", "STATE", "UPDATED", "CONTEXT", "OWNER", "EVENTS"]]
     rows += [[r.task_id, short_state(r.state), r.updated_at, r.context_id, caller(r),
@@ -76,10 +87,9 @@ def say(text: str) -> None:
 def task_command(task_id: str, history_length: Optional[int], as_json: bool) -> None:
     """Show one task: its status, history, artifacts and webhooks."""
     check_id(task_id, "ID")
-    store = chosen_agent().store
-    record = store.load(task_id)
-    if record is None:
-        raise Failure(f"no task {task_id!r} in the store")
+    agent = chosen_agent()
+    store = agent.store
+    record = agents_task(agent, task_id)
     task = record.task
     shown = view(task, history_length)
     history = shown.history
@@ -89,7 +99,8 @@ def task_command(task_id: str, history_length: Optional[int], as_json: bool) -> 
     status = task.status
     lines = [("Task", task.id), ("Context", task.context_id),
              ("State", f"{short_state(status.state)} (since {status.timestamp or '?'})"),
-             ("Owner", caller(record) if record.owner or record.tenant else "- (anonymous)"),
+             ("Owner", caller(record) if record.owner or unscoped(record.tenant)[1]
+              else "- (anonymous)"),
              ("Created", record.created_at), ("Events", f"{record.seq} (dialect {record.dialect})")]
     if status.message is not None:
         lines.append(("Message", message_text(status.message, 200)))
@@ -120,10 +131,9 @@ def cancel_command(task_id: str) -> None:
     """Cancel a task as its caller would: it becomes CANCELED now, streams and webhooks
     see it, and the process running its executor (this one or a server's) stops it."""
     check_id(task_id, "ID")
-    runtime = chosen_agent().service.runtime
-    before = runtime.store.load(task_id)
-    if before is None:
-        raise Failure(f"no task {task_id!r} in the store")
+    agent = chosen_agent()
+    runtime = agent.service.runtime
+    before = agents_task(agent, task_id)
     try:
         record = runtime.cancel(task_id)
     except TaskNotCancelableError:
@@ -170,7 +180,9 @@ def cutoff_of(finished_before: Optional[str], older_than: Optional[str]) -> str:
 def purge_command(finished_before: Optional[str], older_than: Optional[str],
                   dry_run: bool) -> None:
     """Delete finished tasks (completed, failed, canceled, rejected) last updated
-    before a time, with their logs and webhooks; running tasks are never touched."""
+    before a time, with their logs and webhooks; running tasks are never touched.
+    Like A2A_TASK_TTL it works on the whole store: the tasks of every agent sharing
+    it go too."""
     cutoff = cutoff_of(finished_before, older_than)
     store = chosen_agent().store
     stamps = sorted(r.updated_at for r in every_record(store)
@@ -180,14 +192,13 @@ def purge_command(finished_before: Optional[str], older_than: Optional[str],
     if dry_run or not stamps:
         return
     gone = 0
-    with click.progressbar(length=len(stamps), label="Deleting",
-                           file=sys.stderr) as bar:
+    with progress(len(stamps), "Deleting") as advance:
         # The store deletes by time: step through the tasks' own times, oldest
         # first, a few hundred tasks at a time, so the bar moves as they go.
         for bound in stamps[PAGE * 5::PAGE * 5] + [cutoff]:
             count = store.purge(bound)
             gone += count
-            bar.update(count)
+            advance(count)
     click.echo(f"Deleted {gone} tasks.")
 
 

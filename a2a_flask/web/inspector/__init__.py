@@ -19,16 +19,32 @@ reverse proxy that rewrites the path) without knowing the agent's endpoint
 names.  Pass ``rpc_url``/``card_url`` (strings, or functions called per
 request, e.g. using ``url_for``) to point the page elsewhere.
 
+**What the page reads.**  The card and the chat use the agent's own API (A2A
+1.0 JSON-RPC, from the browser).  The task rows and a task's timeline, owner,
+tenant and webhooks come from a small read-only JSON API of the inspector under
+``/inspector/api/`` (:mod:`.api`), served when the blueprint knows its agent
+(``agent=``, as ``A2A(...)`` registers it): it identifies the caller with the
+agent's authentication hook and reads tasks through the agent's service, so a
+caller sees exactly the tasks the API shows it.  Without an agent the page lists
+tasks with ``ListTasks`` and shows what a task says of itself.
+
 To change the page, put your own ``templates/a2a_inspector/index.html`` in the
 app: the app's templates win over the blueprint's.
 """
 from __future__ import annotations
 
 import os
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Callable, Optional, Tuple, Union
 
 from flask import Blueprint, Response, abort, redirect, render_template
 from werkzeug.wrappers import Response as WerkzeugResponse
+
+from . import api
+
+if TYPE_CHECKING:
+    from ..agent_state import AgentState
+    from ...engine.service import AgentService
+    from ..auth import Authentication
 
 __all__ = ["make_inspector", "CONTENT_SECURITY_POLICY"]
 
@@ -49,7 +65,8 @@ def _resolve(value: UrlOption) -> str:
 def make_inspector(import_name: str = __name__, *, rpc_url: UrlOption = "../",
                    card_url: UrlOption = "../.well-known/agent-card.json",
                    poll_interval: float = 5.0,
-                   enabled: Optional[Callable[[], bool]] = None) -> Blueprint:
+                   enabled: Optional[Callable[[], bool]] = None,
+                   agent: Optional[Callable[[], "AgentState"]] = None) -> Blueprint:
     """A blueprint named ``a2a_inspector`` serving the inspector page.
 
     :param import_name: the blueprint's import name (its assets and template are
@@ -62,6 +79,10 @@ def make_inspector(import_name: str = __name__, *, rpc_url: UrlOption = "../",
     :param enabled: a function called in each request; when it returns false the page
         and its assets answer 404 (e.g. ``lambda: current_app.debug``: on only in
         debug mode, even when debug is switched on after the blueprint was registered).
+    :param agent: a function returning the agent's state (``lambda: a2a.state()``):
+        turns on the inspector's task API (rows with owner, tenant and times, each
+        task's timeline and webhooks), which asks the agent's authentication hook and
+        service.  ``A2A(...)`` passes it when it registers the page itself.
 
     Register it once per agent, at that agent's ``url_prefix``; several agents in
     one app need distinct names: ``app.register_blueprint(make_inspector(),
@@ -83,10 +104,28 @@ def make_inspector(import_name: str = __name__, *, rpc_url: UrlOption = "../",
     def index() -> Response:
         html = render_template("a2a_inspector/index.html", rpc_url=_resolve(rpc_url),
                                card_url=_resolve(card_url),
-                               poll_ms=int(max(poll_interval, 0) * 1000))
+                               poll_ms=int(max(poll_interval, 0) * 1000),
+                               api_url="api/" if agent is not None else "")
         response = Response(html, mimetype="text/html")
         response.headers["Cache-Control"] = "no-cache"
         return response
+
+    if agent is not None:
+        def parts() -> Tuple["AgentService", "Authentication"]:
+            state = agent()
+            return state.service, state.auth
+
+        @bp.route("/inspector/api/tasks", methods=["GET"])
+        def api_tasks() -> Response:
+            return api.answer(lambda: api.list_view(parts))
+
+        @bp.route("/inspector/api/tasks/<path:task_id>/file", methods=["GET"])
+        def api_file(task_id: str) -> Response:
+            return api.answer(lambda: api.file_view(parts, task_id))
+
+        @bp.route("/inspector/api/tasks/<path:task_id>", methods=["GET"])
+        def api_task(task_id: str) -> Response:
+            return api.answer(lambda: api.detail_view(parts, task_id))
 
     @bp.route("/inspector", methods=["GET"], strict_slashes=True)
     def redirect_to_index() -> WerkzeugResponse:
@@ -95,7 +134,8 @@ def make_inspector(import_name: str = __name__, *, rpc_url: UrlOption = "../",
 
     @bp.after_request
     def harden(response: Response) -> Response:
-        response.headers["Content-Security-Policy"] = CONTENT_SECURITY_POLICY
+        # A file's own, stricter policy (sandbox) stays.
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["Referrer-Policy"] = "no-referrer"
         return response

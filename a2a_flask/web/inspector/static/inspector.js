@@ -11,12 +11,13 @@
     rpcUrl: new URL(ROOT.dataset.rpcUrl || "../", document.baseURI).href,
     cardUrl: new URL(ROOT.dataset.cardUrl || "../.well-known/agent-card.json", document.baseURI).href,
     pollMs: Number(ROOT.dataset.pollMs || 5000),
+    // The inspector's own task API ("" when the page has no agent to ask: JSON-RPC only).
+    apiUrl: ROOT.dataset.apiUrl ? new URL(ROOT.dataset.apiUrl, document.baseURI).href : "",
   };
   const TERMINAL = new Set(["TASK_STATE_COMPLETED", "TASK_STATE_FAILED",
     "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"]);
   const INTERRUPTED = new Set(["TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"]);
   const $ = (id) => document.getElementById(id);
-  const STREAMED = new Set(["event", "task"]);  // timeline sources that arrive in order
 
   const state = {
     card: null,
@@ -25,7 +26,6 @@
     taskId: null,
     taskState: null,
     busy: false,
-    tasks: new Map(),       // task id -> {id, contextId, state, timestamp, timeline[], keys}
     shownMessages: new Set(),   // message ids already shown in the chat
     shownArtifacts: new Set(),  // "taskId|artifactId" already shown in an earlier turn
   };
@@ -114,7 +114,7 @@
 
   let requestCounter = 0;
 
-  async function post(method, params, accept, extraHeaders) {
+  async function post(method, params, accept, extraHeaders, signal) {
     const body = {jsonrpc: "2.0", id: ++requestCounter, method, params};
     try {
       return await fetch(CONFIG.rpcUrl, {
@@ -122,6 +122,7 @@
         cache: "no-store",
         headers: {"Content-Type": "application/json", "A2A-Version": "1.0", Accept: accept, ...extraHeaders},
         body: JSON.stringify(body),
+        signal,
       });
     } catch (err) {
       throw new RpcError(null, `Network error calling ${method}: ${err.message}`);
@@ -178,9 +179,9 @@
 
   /** A streaming call: onResult(result) for every event as it arrives. An error
    * before the first event comes back as plain JSON; one mid-stream as an event. */
-  async function callStream(method, params, onResult, lastEventId) {
+  async function callStream(method, params, onResult, lastEventId, signal) {
     const headers = lastEventId ? {"Last-Event-ID": lastEventId} : {};
-    const response = await post(method, params, "text/event-stream", headers);
+    const response = await post(method, params, "text/event-stream", headers, signal);
     const type = response.headers.get("Content-Type") || "";
     if (!type.startsWith("text/event-stream")) {
       onResult(unwrap(await readJson(response)), null);
@@ -361,7 +362,7 @@
     if (result.task) {
       const task = result.task;
       adoptTask(turn, task.id, task.contextId);
-      noteStatus(task.id, task.contextId, task.status, "task");
+      chatStatus(task.id, task.status);
       turn.setState(task.status && task.status.state);
       if (!fromStream) {  // no events seen: show the agent's messages from the history
         for (const m of task.history || []) if (m.role === "ROLE_AGENT") turn.addMessage(m, "status-message");
@@ -377,7 +378,7 @@
     } else if (result.statusUpdate) {
       const update = result.statusUpdate;
       adoptTask(turn, update.taskId, update.contextId);
-      noteStatus(update.taskId, update.contextId, update.status, "event");
+      chatStatus(update.taskId, update.status);
       turn.setState(update.status && update.status.state);
       if (update.status) turn.addMessage(update.status.message, "status-message");
     } else if (result.artifactUpdate) {
@@ -391,7 +392,7 @@
   function adoptTask(turn, taskId, contextId) {
     if (!taskId) return;
     if (turn.taskId !== taskId) turn.setTask(taskId);
-    if (state.taskId !== taskId) state.taskState = taskInfo(taskId, contextId).state;
+    if (state.taskId !== taskId) state.taskState = (tasks.rows.get(taskId) || {}).state || null;
     state.taskId = taskId;
     if (contextId) state.contextId = contextId;
   }
@@ -506,10 +507,9 @@
     $("chat-input").focus();
   }
 
-  async function cancelTask(taskId) {
+  async function cancelTask(taskId, tenant) {
     try {
-      const task = await call("CancelTask", {id: taskId});
-      noteStatus(task.id, task.contextId, task.status, "cancel");
+      const task = await call("CancelTask", {id: taskId, ...tenantParam(tenant)});
       if (taskId === state.taskId) state.taskState = task.status && task.status.state;
     } catch (err) {
       showError(err);
@@ -518,169 +518,659 @@
     refreshTasks();
   }
 
+  /** A status the chat saw: the chat's state, and the list refreshed if it is news. */
+  function chatStatus(taskId, status) {
+    if (!taskId || !status) return;
+    if (taskId === state.taskId) state.taskState = status.state;
+    const row = tasks.rows.get(taskId);
+    if (!row || row.state !== status.state) scheduleRefresh();
+  }
+
   // ------------------------------------------------------------------ tasks
 
-  function taskInfo(id, contextId) {
-    let info = state.tasks.get(id);
-    if (!info) {
-      info = {id, contextId: null, state: null, timestamp: null, timeline: [], keys: new Set()};
-      state.tasks.set(id, info);
+  const ENDED_WITH_REASON = new Set(["TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"]);
+  const PAGE_SIZE = 20;
+
+  const tasks = {
+    rows: new Map(),        // task id -> its row (the inspector API's summary of the task)
+    order: [],              // task ids as listed: most recently updated first
+    nextPageToken: "",
+    pages: 0,               // pages loaded since the filters last changed
+    totalSize: null,
+    filters: {state: "", contextId: "", tenant: ""},
+    search: "",
+    generation: 0,          // bumped when the filters change: answers for older ones are dropped
+    error: null,
+    loading: false,         // a page is being read
+    loadAgain: null,        // asked for meanwhile: null, or whether it is the next page
+  };
+  const taskItems = new Map();   // task id -> {el, toggle, summary, actions, detail, view, key}
+
+  /** GET a view of the inspector's API; rejects with an RpcError saying what went wrong. */
+  async function apiGet(path, params) {
+    const url = new URL(path, CONFIG.apiUrl);
+    for (const [key, value] of Object.entries(params || {})) {
+      if (value !== "" && value !== null && value !== undefined) url.searchParams.set(key, String(value));
     }
-    if (contextId) info.contextId = contextId;
-    return info;
+    let response;
+    try {
+      response = await fetch(url.href, {headers: {Accept: "application/json"}, cache: "no-store"});
+    } catch (err) {
+      throw new RpcError(null, `Network error: ${err.message}`);
+    }
+    const body = await readJson(response);
+    if (!response.ok) {
+      const e = (body && body.error) || {};
+      throw new RpcError(null, `HTTP ${response.status}: ${e.message || response.statusText}`);
+    }
+    return body;
   }
 
-  /** Record a status seen (event, snapshot or list) in the task's timeline. */
-  function noteStatus(taskId, contextId, status, source) {
-    if (!taskId || !status) return;
-    const info = taskInfo(taskId, contextId);
-    const messageId = (status.message && status.message.messageId) || "";
-    const timestamp = status.timestamp || "";
-    const key = `${status.state}|${timestamp}|${messageId}`;
-    // The same status seen again (a list after the event, a snapshot without its message).
-    const seen = info.keys.has(key) || info.timeline.some((e) => e.state === status.state
-      && e.timestamp === timestamp && (!messageId || !e.messageId));
-    if (!seen) {
-      info.keys.add(key);
-      const entry = {state: status.state, timestamp, messageId, text: messageText(status.message), source};
-      // Stream events come in the task's exact order; a snapshot (list, get) may have
-      // overtaken them, so a late event goes before any later-stamped snapshot entry.
-      const at = STREAMED.has(source) ? info.timeline.findIndex((e) => !STREAMED.has(e.source) && e.timestamp > timestamp) : -1;
-      info.timeline.splice(at < 0 ? info.timeline.length : at, 0, entry);
-    }
-    info.state = status.state;
-    info.timestamp = status.timestamp || info.timestamp;
-    if (taskId === state.taskId) state.taskState = status.state;
-    scheduleTaskRender();
+  const tenantParam = (tenant) => (tenant ? {tenant} : {});
+
+  // Without the inspector's API (make_inspector() without agent=): what ListTasks and
+  // GetTask say, in the API's shapes.
+  function wireParts(parts) {
+    return (parts || []).map((part) => {
+      if (typeof part.text === "string") return {kind: "text", text: part.text};
+      if (typeof part.raw === "string") {
+        const link = fileLink(part).querySelector("a");
+        let size = null;
+        try { size = atob(part.raw).length; } catch (err) { size = null; }
+        return {kind: "file", name: part.filename || "file", mediaType: part.mediaType || "", size,
+          href: link ? link.getAttribute("href") : ""};
+      }
+      if (typeof part.url === "string") return {kind: "url", url: part.url, name: part.filename || "", mediaType: part.mediaType || ""};
+      return {kind: "data", data: "data" in part ? part.data : part};
+    });
   }
 
-  let renderPending = false;
+  function rowFromTask(task, tenant) {
+    const first = (task.history || []).find((m) => m.role === "ROLE_USER");
+    const status = task.status || {};
+    return {id: task.id, contextId: task.contextId, state: status.state, tenant, owner: "",
+      asked: firstLine(messageText(first)),
+      askedFiles: first ? (first.parts || []).filter((p) => p.filename).map((p) => p.filename) : [],
+      statusText: firstLine(messageText(status.message)), createdAt: "", updatedAt: status.timestamp || ""};
+  }
 
-  function scheduleTaskRender() {
-    if (renderPending) return;
-    renderPending = true;
-    setTimeout(() => {
-      renderPending = false;
+  async function listPage(params) {
+    if (CONFIG.apiUrl) return apiGet("tasks", params);
+    const request = {pageSize: params.pageSize, includeArtifacts: false, ...tenantParam(params.tenant)};
+    if (params.pageToken) request.pageToken = params.pageToken;
+    if (params.contextId) request.contextId = params.contextId;
+    if (params.state) request.status = `TASK_STATE_${params.state.toUpperCase().replace(/-/g, "_")}`;
+    const result = await call("ListTasks", request);
+    return {tasks: (result.tasks || []).map((t) => rowFromTask(t, params.tenant || "")),
+      nextPageToken: result.nextPageToken || "", totalSize: result.totalSize};
+  }
+
+  async function taskDetail(taskId, params) {
+    if (CONFIG.apiUrl) return apiGet(`tasks/${encodeURIComponent(taskId)}`, params);
+    const task = await call("GetTask", {id: taskId, ...tenantParam(params.tenant)});
+    const status = task.status || {};
+    const message = (m) => ({messageId: m.messageId, role: m.role === "ROLE_USER" ? "user" : "agent", parts: wireParts(m.parts)});
+    return {task: rowFromTask(task, params.tenant || ""), streaming: false,
+      status: {state: status.state, timestamp: status.timestamp, message: status.message ? message(status.message) : null},
+      history: (task.history || []).map(message), historyTotal: (task.history || []).length,
+      artifacts: (task.artifacts || []).map((a) => ({artifactId: a.artifactId, name: a.name || "",
+        description: a.description || "", parts: wireParts(a.parts)})),
+      artifactsTotal: (task.artifacts || []).length, webhooks: null,
+      metadata: {data: task.metadata === undefined ? null : task.metadata},
+      timeline: {entries: params.after ? [] : [{seq: 0, kind: "status", state: status.state, time: status.timestamp || "",
+        text: firstLine(messageText(status.message))}], last: 0, seq: 0, more: false}};
+  }
+
+  /** Load the first page again (new and changed tasks), or the next page (more). */
+  async function loadTasks(more) {
+    if (tasks.loading) {
+      tasks.loadAgain = tasks.loadAgain === null ? Boolean(more) : tasks.loadAgain && Boolean(more);
+      return;
+    }
+    tasks.loading = true;
+    const generation = tasks.generation;
+    const params = {...tasks.filters, pageSize: PAGE_SIZE, pageToken: more ? tasks.nextPageToken : ""};
+    try {
+      const page = await listPage(params);
+      if (generation !== tasks.generation) return;
+      const ids = page.tasks.map((row) => row.id);
+      if (more) {
+        tasks.order = tasks.order.concat(ids.filter((id) => !tasks.order.includes(id)));
+        tasks.nextPageToken = page.nextPageToken || "";
+        tasks.pages += 1;
+      } else {
+        // Rows loaded with "more" stay below the fresh first page; with only one page
+        // loaded, the first page is the list (tasks gone from the store go too).
+        const rest = tasks.order.filter((id) => !ids.includes(id) && (tasks.pages > 1 || isOpen(id)));
+        tasks.order = ids.concat(rest);
+        if (tasks.pages <= 1) {
+          tasks.nextPageToken = page.nextPageToken || "";
+          tasks.pages = 1;
+        }
+      }
+      if (typeof page.totalSize === "number") tasks.totalSize = page.totalSize;
+      for (const row of page.tasks) noteRow(row);
+      for (const id of Array.from(tasks.rows.keys())) {
+        if (!tasks.order.includes(id) && !isOpen(id)) tasks.rows.delete(id);
+      }
+      tasks.error = null;
+    } catch (err) {
+      tasks.error = `Could not list tasks: ${err.describe ? err.describe() : err}`;
+    } finally {
+      tasks.loading = false;
       renderTaskList();
-    }, 30);
+      if (tasks.loadAgain !== null) {
+        const again = tasks.loadAgain;
+        tasks.loadAgain = null;
+        loadTasks(again);
+      }
+    }
   }
 
-  const taskItems = new Map();  // task id -> {el, summary, timeline, detail, toggle, detailKey}
+  /** A row as the server has it now; an open task that changed is read again. */
+  function noteRow(row) {
+    const before = tasks.rows.get(row.id);
+    tasks.rows.set(row.id, row);
+    if (row.id === state.taskId && row.state !== state.taskState) {
+      state.taskState = row.state;
+      renderConversation();
+    }
+    const item = taskItems.get(row.id);
+    if (before && item && item.view && !item.view.following
+        && (before.state !== row.state || before.updatedAt !== row.updatedAt)) {
+      loadDetail(item.view);
+    }
+  }
+
+  /** Refresh the list (the chat saw a task change); one request at a time, and one
+   * more after it for whatever changed meanwhile (see loadTasks). */
+  function scheduleRefresh() {
+    loadTasks(false);
+  }
+
+  function refreshTasks() {
+    loadTasks(false);
+  }
+
+  function setFilters(changes) {
+    Object.assign(tasks.filters, changes);
+    $("filter-state").value = tasks.filters.state;
+    $("filter-context").value = tasks.filters.contextId;
+    $("filter-tenant").value = tasks.filters.tenant;
+    tasks.generation += 1;
+    tasks.order = [];
+    tasks.pages = 0;
+    tasks.nextPageToken = "";
+    tasks.totalSize = null;
+    tasks.loading = false;  // an answer for the old filters is dropped when it comes
+    tasks.loadAgain = null;
+    renderTaskList();
+    loadTasks(false);
+  }
+
+  function firstLine(text) {
+    const line = String(text || "").trim().split("\n")[0].trim();
+    return line.length > 300 ? line.slice(0, 299) + "…" : line;
+  }
+
+  function formatDateTime(timestamp) {
+    if (!timestamp) return "";
+    const date = new Date(timestamp);
+    if (isNaN(date)) return String(timestamp);
+    const time = date.toLocaleTimeString([], {hour12: false});
+    const today = new Date().toDateString() === date.toDateString();
+    return today ? time : `${date.toISOString().slice(0, 10)} ${time}`;
+  }
+
+  function formatDuration(ms) {
+    if (!(ms >= 0)) ms = 0;
+    if (ms < 1000) return `${Math.round(ms)} ms`;
+    const s = ms / 1000;
+    if (s < 60) return `${s.toFixed(1)} s`;
+    const m = Math.floor(s / 60);
+    if (m < 60) return `${m} min ${Math.floor(s % 60)} s`;
+    return `${Math.floor(m / 60)} h ${m % 60} min`;
+  }
+
+  function durationText(row) {
+    const start = Date.parse(row.createdAt);
+    if (isNaN(start)) return row.updatedAt ? `updated ${formatDateTime(row.updatedAt)}` : "";
+    if (TERMINAL.has(row.state)) return `took ${formatDuration(Date.parse(row.updatedAt) - start)}`;
+    if (INTERRUPTED.has(row.state)) return `waiting since ${formatDateTime(row.updatedAt)}, ${formatDuration(Date.now() - start)} in all`;
+    return `running for ${formatDuration(Date.now() - start)}`;
+  }
+
+  const joined = (nodes, separator) => nodes.filter(Boolean).flatMap((node, i) => (i ? [separator, node] : [node]));
+
+  function rowMatches(row, query) {
+    if (!query) return true;
+    const haystack = [row.asked, ...(row.askedFiles || []), row.id].join("\n").toLowerCase();
+    return haystack.includes(query);
+  }
 
   function renderTaskList() {
     const list = $("task-list");
-    const infos = Array.from(state.tasks.values()).sort((a, b) =>
-      String(b.timestamp || "\uffff").localeCompare(String(a.timestamp || "\uffff")));
-    infos.forEach((info, index) => {
-      const item = taskItems.get(info.id) || createTaskItem(info);
-      item.el.dataset.state = stateName(info.state);
-      fill(item.summary, stateBadge(info.state), " ", h("code", {}, shortId(info.id)),
-        " ", h("span", {class: "meta"}, formatTime(info.timestamp)));
-      fill(item.timeline, info.timeline.map((entry) =>
-        h("li", {class: "timeline-entry", "data-state": stateName(entry.state)},
-          stateBadge(entry.state), " ", h("span", {class: "meta"}, formatTime(entry.timestamp)),
-          entry.text ? h("span", {class: "timeline-text"}, ` ${entry.text}`) : null)));
-      if (item.actionsFor !== info.state) {  // rebuilt only on a change: keeps keyboard focus
-        item.actionsFor = info.state;
-        fill(item.actions,
-          INTERRUPTED.has(info.state) && h("button", {type: "button", onclick: () => continueTask(info)}, "Answer in chat"),
-          !TERMINAL.has(info.state) && h("button", {type: "button", onclick: () => cancelTask(info.id)}, "Cancel"));
-      }
+    const query = tasks.search.trim().toLowerCase();
+    let matching = 0;
+    let index = 0;
+    for (const id of tasks.order) {
+      const row = tasks.rows.get(id);
+      if (!row) continue;
+      const item = taskItems.get(id) || createTaskItem(id);
+      renderRow(item, row);
+      const match = rowMatches(row, query);
+      item.el.hidden = !match;
+      if (match) matching += 1;
       if (list.children[index] !== item.el) list.insertBefore(item.el, list.children[index] || null);
-    });
+      index += 1;
+    }
     for (const [id, item] of taskItems) {
-      if (!state.tasks.has(id)) {
+      if (!tasks.order.includes(id) || !tasks.rows.has(id)) {
+        if (item.view) closeDetail(item);
         item.el.remove();
         taskItems.delete(id);
       }
     }
+    const loaded = index;
+    const status = $("tasks-status");
+    const bits = [];
+    if (tasks.error) bits.push(tasks.error);
+    else if (tasks.pages === 0) bits.push("Loading tasks…");
+    else {
+      const total = typeof tasks.totalSize === "number" ? tasks.totalSize : loaded;
+      bits.push(loaded >= total && !tasks.nextPageToken ? `${total} task(s).` : `Showing ${loaded} of ${total} tasks.`);
+      if (query) {
+        bits.push(`${matching} of the ${loaded} loaded match “${tasks.search.trim()}”` +
+          (tasks.nextPageToken ? "; load more to search further." : "."));
+      }
+    }
+    status.textContent = bits.join(" ");
+    status.classList.toggle("error", Boolean(tasks.error));
+    $("more-tasks").hidden = !tasks.nextPageToken;
   }
 
-  function createTaskItem(info) {
-    const detailId = `task-detail-${info.id}`;
-    const item = {
-      summary: h("span", {class: "task-summary"}),
-      timeline: h("ol", {class: "timeline", "aria-label": "State timeline"}),
-      actions: h("span", {class: "task-actions"}),
-      detail: h("div", {class: "task-detail", id: detailId, hidden: true}),
-      detailKey: null,
-      actionsFor: undefined,
-    };
+  function createTaskItem(id) {
+    const detailId = `task-detail-${id}`;
+    const item = {id, key: null, view: null, actionsFor: undefined};
+    item.summary = h("span", {class: "task-summary"});
     item.toggle = h("button", {type: "button", class: "task-toggle", "aria-expanded": "false",
-      "aria-controls": detailId, onclick: () => toggleTask(info.id)}, item.summary);
-    item.el = h("li", {class: "task", "data-task-id": info.id}, item.toggle, item.actions,
-      item.timeline, item.detail);
-    taskItems.set(info.id, item);
+      "aria-controls": detailId, onclick: () => toggleTask(id)}, item.summary);
+    item.actions = h("span", {class: "task-actions"});
+    item.detail = h("div", {class: "task-detail", id: detailId, hidden: true});
+    item.el = h("li", {class: "task", "data-task-id": id}, h("div", {class: "task-row"}, item.toggle, item.actions), item.detail);
+    taskItems.set(id, item);
     return item;
   }
 
-  function toggleTask(taskId) {
-    const item = taskItems.get(taskId);
-    const open = item.toggle.getAttribute("aria-expanded") !== "true";
-    item.toggle.setAttribute("aria-expanded", String(open));
-    item.detail.hidden = !open;
-    if (open) loadTaskDetail(taskId);
+  function renderRow(item, row) {
+    item.el.dataset.state = stateName(row.state);
+    const key = JSON.stringify(row);
+    if (key !== item.key) {  // rebuilt only on a change: keeps the DOM (and focus) as it is
+      item.key = key;
+      const files = (row.askedFiles || []).map((name) => h("span", {class: "task-file", title: "a file sent with the task"}, name));
+      const facts = [
+        row.owner ? h("span", {class: "task-owner"}, "owner ", h("strong", {}, row.owner)) : null,
+        row.tenant ? h("span", {class: "task-tenant"}, "tenant ", h("strong", {}, row.tenant)) : null,
+        row.createdAt ? h("span", {class: "task-started", title: row.createdAt}, `started ${formatDateTime(row.createdAt)}`) : null,
+        h("span", {class: "task-duration"}, durationText(row)),
+        h("code", {class: "task-id", title: `task ${row.id}`}, shortId(row.id)),
+      ];
+      const reason = row.statusText && (ENDED_WITH_REASON.has(row.state) ? h("span", {class: "task-reason"}, row.statusText)
+        : INTERRUPTED.has(row.state) ? h("span", {class: "task-waiting"}, row.statusText) : null);
+      fill(item.summary,
+        h("span", {class: "task-line"}, stateBadge(row.state), " ",
+          h("span", {class: "task-asked"}, row.asked || (files.length ? "" : "(no text)")), " ", files),
+        h("span", {class: "task-facts meta"}, joined(facts, " · ")),
+        reason);
+    } else {
+      const duration = item.summary.querySelector(".task-duration");
+      if (duration) duration.textContent = durationText(row);
+    }
+    if (item.actionsFor !== row.state) {
+      item.actionsFor = row.state;
+      fill(item.actions,
+        INTERRUPTED.has(row.state) && !row.tenant && h("button", {type: "button", onclick: () => continueTask(row)}, "Answer in chat"),
+        !TERMINAL.has(row.state) && h("button", {type: "button", class: "row-cancel", onclick: () => cancelTask(row.id, row.tenant)}, "Cancel"));
+    }
   }
 
-  /** GetTask: the whole task (history, artifacts) into the expanded item. */
-  async function loadTaskDetail(taskId) {
-    const item = taskItems.get(taskId);
-    if (!item) return;
-    let task;
-    try {
-      task = await call("GetTask", {id: taskId});
-    } catch (err) {
-      item.detail.replaceChildren(h("p", {class: "error"}, err.describe()));
-      return;
+  const isOpen = (id) => Boolean(taskItems.get(id) && taskItems.get(id).view);
+
+  function toggleTask(id) {
+    const item = taskItems.get(id);
+    if (item.view) {
+      closeDetail(item);
+      if (location.hash === taskHash(id)) history.replaceState(null, "", location.pathname + location.search);
+    } else {
+      openDetail(item);
+      history.replaceState(null, "", taskHash(id));
     }
-    noteStatus(task.id, task.contextId, task.status, "get");
-    const key = JSON.stringify(task);
-    if (key === item.detailKey) return;  // unchanged: keep the DOM (and any focus) as it is
-    item.detailKey = key;
-    const history = (task.history || []).map((m) => h("li", {class: `history-${m.role === "ROLE_USER" ? "user" : "agent"}`},
-      h("strong", {}, m.role === "ROLE_USER" ? "User: " : "Agent: "), messageText(m) || "(no text)"));
-    fill(item.detail,
-      h("p", {class: "meta"}, `Task ${task.id} · context ${task.contextId}`),
-      h("h4", {}, "History"), history.length ? h("ol", {class: "history"}, history) : h("p", {class: "meta"}, "No messages."),
-      h("h4", {}, "Artifacts"), task.artifacts && task.artifacts.length ? h("div", {class: "artifacts"}, renderArtifacts(task.artifacts))
-        : h("p", {class: "meta"}, "No artifacts."));
   }
 
-  let refreshing = false;
-  let refreshAgain = false;
+  const taskHash = (id) => `#task=${encodeURIComponent(id)}`;
 
-  async function refreshTasks() {
-    if (refreshing) {
-      refreshAgain = true;  // asked for while one runs: run once more after it
+  function closeDetail(item) {
+    const view = item.view;
+    item.view = null;
+    item.toggle.setAttribute("aria-expanded", "false");
+    item.detail.hidden = true;
+    item.detail.replaceChildren();
+    if (view) {
+      view.closed = true;
+      if (view.abort) view.abort.abort();
+    }
+  }
+
+  /** One open task: its timeline so far, and what reads and follows it. */
+  function openDetail(item) {
+    const row = tasks.rows.get(item.id) || {id: item.id, tenant: tasks.filters.tenant};
+    const view = {id: item.id, tenant: row.tenant || "", last: 0, generation: 0, history: null, loading: false, again: false,
+      following: false, closed: false, abort: null, failures: 0, pollOnly: false, keys: {}, lastEntry: null};
+    view.meta = h("p", {class: "meta detail-meta"});
+    view.actions = h("p", {class: "detail-actions"});
+    view.error = h("p", {class: "error", role: "alert", hidden: true});
+    view.timeline = h("ol", {class: "timeline", "aria-label": "Timeline"});
+    view.more = h("button", {type: "button", class: "more-events", hidden: true, onclick: () => loadDetail(view)}, "Load more events");
+    view.live = h("p", {class: "live meta", role: "status"});
+    view.conversation = h("div", {class: "conversation-wrap"});
+    view.artifacts = h("div", {class: "artifacts"});
+    view.webhooks = h("div", {class: "webhooks"});
+    view.metadata = h("div", {class: "metadata"});
+    fill(item.detail, view.meta, view.actions, view.error,
+      h("div", {class: "detail-grid"},
+        h("section", {class: "detail-timeline"}, h("h4", {}, "Timeline"), view.timeline, view.more, view.live),
+        h("section", {class: "detail-conversation"}, h("h4", {}, "Conversation"), view.conversation),
+        h("section", {class: "detail-artifacts"}, h("h4", {}, "Artifacts"), view.artifacts),
+        h("section", {class: "detail-webhooks"}, h("h4", {}, "Webhooks"), view.webhooks, h("h4", {}, "Metadata"), view.metadata)));
+    item.view = view;
+    item.toggle.setAttribute("aria-expanded", "true");
+    item.detail.hidden = false;
+    loadDetail(view);
+    return view;
+  }
+
+  /** Read the task again: what changed, and the log from where the timeline stops. */
+  async function loadDetail(view) {
+    if (view.closed) return;
+    if (view.loading) {
+      view.again = true;
       return;
     }
-    refreshing = true;
-    const status = $("tasks-status");
+    view.loading = true;
     try {
-      const result = await call("ListTasks", {pageSize: 50, historyLength: 0});
-      const listed = new Set();
-      for (const task of result.tasks || []) {
-        listed.add(task.id);
-        noteStatus(task.id, task.contextId, task.status, "list");
-      }
-      if (!result.nextPageToken) {  // the whole list: forget tasks the server no longer has
-        for (const id of Array.from(state.tasks.keys())) if (!listed.has(id) && id !== state.taskId) state.tasks.delete(id);
-      }
-      const total = typeof result.totalSize === "number" ? result.totalSize : listed.size;
-      status.textContent = total === listed.size ? `${total} task(s).` : `Showing ${listed.size} of ${total} tasks.`;
-      status.classList.remove("error");
-      renderTaskList();
-      for (const [id, item] of taskItems) if (!item.detail.hidden) loadTaskDetail(id);
+      // The generation the timeline ends at: the API counts on from it (it reads no entry before `after`).
+      const params = {after: view.last, ...tenantParam(view.tenant)};
+      if (view.last) params.generation = view.generation;
+      if (view.history) params.history = view.history;
+      const detail = await taskDetail(view.id, params);
+      if (!view.closed) applyDetail(view, detail);
     } catch (err) {
-      status.textContent = `Could not list tasks: ${err.describe ? err.describe() : err}`;
-      status.classList.add("error");
+      view.error.hidden = false;
+      view.error.textContent = err.describe ? err.describe() : String(err);
     } finally {
-      refreshing = false;
-      if (refreshAgain) {
-        refreshAgain = false;
-        refreshTasks();
+      view.loading = false;
+      if (view.again && !view.closed) {
+        view.again = false;
+        loadDetail(view);
       }
     }
+  }
+
+  function applyDetail(view, detail) {
+    const row = detail.task;
+    view.error.hidden = true;
+    if (taskItems.has(row.id) && !tasks.order.includes(row.id)) tasks.order.unshift(row.id);
+    const before = tasks.rows.get(row.id);
+    tasks.rows.set(row.id, row);
+    if (!before || JSON.stringify(before) !== JSON.stringify(row)) renderTaskList();
+    view.streaming = Boolean(detail.streaming && state.streaming) && !view.pollOnly;
+    once(view, "meta", [row.id, row.contextId, row.tenant, row.owner], () => fill(view.meta,
+      "Task ", h("code", {}, row.id), " · context ", h("code", {}, row.contextId || "?"),
+      row.owner ? [" · owner ", h("strong", {}, row.owner)] : null,
+      row.tenant ? [" · tenant ", h("strong", {}, row.tenant)] : null,
+      " · ", h("a", {href: taskHash(row.id), class: "task-link"}, "link to this task")));
+    once(view, "actions", [row.state, row.contextId], () => fill(view.actions,
+      !TERMINAL.has(row.state) && h("button", {type: "button", class: "detail-cancel",
+        onclick: () => cancelTask(row.id, view.tenant).then(() => loadDetail(view))}, "Cancel this task"),
+      row.contextId && h("button", {type: "button", class: "same-context",
+        onclick: () => setFilters({contextId: row.contextId, tenant: view.tenant})}, "Tasks of this context")));
+    appendTimeline(view, detail.timeline);
+    once(view, "conversation", [detail.history, detail.status, detail.historyTotal], () => {
+      const box = view.conversation.querySelector(".conversation");
+      const atEnd = !box || box.scrollTop + box.clientHeight >= box.scrollHeight - 8;
+      const top = box ? box.scrollTop : 0;
+      renderConversationOf(view, detail);
+      const fresh = view.conversation.querySelector(".conversation");
+      if (fresh) fresh.scrollTop = atEnd ? fresh.scrollHeight : top;
+    });
+    once(view, "artifacts", [detail.artifacts, detail.artifactsTotal], () => fill(view.artifacts,
+      detail.artifacts.length ? detail.artifacts.map((a) => renderApiArtifact(a))
+        : h("p", {class: "meta"}, "No artifacts."),
+      detail.artifactsTotal > detail.artifacts.length
+        ? h("p", {class: "meta"}, `Only the first ${detail.artifacts.length} of ${detail.artifactsTotal} artifacts are shown.`) : null));
+    once(view, "webhooks", [detail.webhooks, row.state], () => fill(view.webhooks, renderWebhooks(detail.webhooks, detail.timeline.seq)));
+    once(view, "metadata", [detail.metadata], () => fill(view.metadata, renderJson(detail.metadata, "No metadata.")));
+    const running = !TERMINAL.has(row.state) && !INTERRUPTED.has(row.state);
+    view.more.hidden = !detail.timeline.more || running;
+    if (detail.timeline.more && running) view.again = true;  // catch up with a running task
+    else if (running && !view.following) follow(view);
+    if (!running && !view.following) view.live.textContent = TERMINAL.has(row.state) ? "" : `Waiting (${stateName(row.state)}).`;
+  }
+
+  /** Run render when the parts of the detail it shows changed (keeps the DOM otherwise). */
+  function once(view, name, parts, render) {
+    const key = JSON.stringify(parts);
+    if (view.keys[name] === key) return;
+    view.keys[name] = key;
+    render();
+  }
+
+  /** Keep a scrolled box at its end while it grows, unless the reader scrolled up. */
+  function keepAtEnd(box, grow) {
+    const atEnd = box.scrollTop + box.clientHeight >= box.scrollHeight - 8;
+    grow();
+    if (atEnd) box.scrollTop = box.scrollHeight;
+  }
+
+  function appendTimeline(view, timeline) {
+    keepAtEnd(view.timeline, () => appendEntries(view, timeline));
+  }
+
+  function appendEntries(view, timeline) {
+    for (const entry of timeline.entries) {
+      const last = view.lastEntry;
+      if (last && last.entry.kind === "artifact" && entry.kind === "artifact" && entry.append
+          && last.entry.artifactId === entry.artifactId) {
+        // More chunks of the artifact the timeline ends with: one entry, counted.
+        last.entry.chunks += entry.chunks;
+        last.entry.chars += entry.chars;
+        last.entry.lastSeq = entry.lastSeq;
+        last.entry.lastChunk = entry.lastChunk;
+        last.entry.generation = entry.generation;
+        const node = renderTimelineEntry(last.entry);
+        last.node.replaceWith(node);
+        last.node = node;
+        continue;
+      }
+      const node = renderTimelineEntry({...entry});
+      view.timeline.append(node);
+      view.lastEntry = {entry: {...entry}, node};
+    }
+    if ((timeline.last || 0) > view.last && timeline.generation !== undefined) view.generation = timeline.generation;
+    view.last = Math.max(view.last, timeline.last || 0);
+  }
+
+  function renderTimelineEntry(entry) {
+    const time = h("time", {class: entry.inherited ? "meta inherited" : "meta", datetime: entry.time || null,
+      title: entry.inherited ? "this event has no time of its own: the time of the status before it" : entry.time || null},
+      formatTime(entry.time));
+    const seq = h("span", {class: "seq meta"}, entry.lastSeq && entry.lastSeq !== entry.seq ? `#${entry.seq}–${entry.lastSeq}` : `#${entry.seq}`);
+    const generation = entry.generation === undefined ? null
+      : h("span", {class: "generation meta", title: "the task's generation after this event (A2A 1.1 draft)"}, `g${entry.generation}`);
+    let what;
+    if (entry.kind === "created") {
+      what = [stateBadge(entry.state), " created: ", h("span", {class: "timeline-text"}, entry.text || "(no text)"),
+        (entry.files || []).map((f) => [" ", h("span", {class: "task-file"}, f)])];
+    } else if (entry.kind === "status") {
+      what = [stateBadge(entry.state), entry.text ? h("span", {class: "timeline-text"}, ` ${entry.text}`) : null];
+    } else if (entry.kind === "artifact") {
+      const chunks = entry.chunks > 1 ? `${entry.chunks} chunks` : entry.append ? "a chunk" : "new";
+      const size = entry.chars ? `, ${entry.chars} characters` : "";
+      what = [h("span", {class: "kind"}, "artifact"), " ", h("strong", {}, entry.name || shortId(entry.artifactId)),
+        h("span", {class: "meta"}, ` (${(entry.partKinds || []).join(", ")}): ${chunks}${size}${entry.lastChunk ? ", last" : ""}`)];
+    } else if (entry.kind === "message") {
+      what = [h("span", {class: "kind"}, entry.role === "user" ? "user message" : "agent message"), " ",
+        h("span", {class: "timeline-text"}, entry.text || "(no text)")];
+    } else {
+      what = [h("span", {class: "kind"}, String(entry.kind))];
+    }
+    const attrs = {class: "timeline-entry", "data-kind": entry.kind, "data-seq": entry.seq};
+    if (entry.state && (entry.kind === "created" || entry.kind === "status")) attrs["data-state"] = stateName(entry.state);
+    if (entry.generation !== undefined) attrs["data-generation"] = entry.generation;
+    return h("li", attrs, time, " ", seq, " ", generation, generation ? " " : null, what);
+  }
+
+  function renderConversationOf(view, detail) {
+    const messages = detail.history.slice();
+    const status = detail.status && detail.status.message;
+    if (status && !messages.some((m) => m.messageId && m.messageId === status.messageId)) messages.push(status);
+    const earlier = detail.historyTotal - detail.history.length;
+    fill(view.conversation,
+      earlier > 0 ? h("p", {class: "meta earlier"}, `${earlier} earlier message(s) not shown. `,
+        !view.history || view.history < 200 ? h("button", {type: "button", class: "more-history", onclick: () => {
+          view.history = Math.min(200, detail.historyTotal);
+          loadDetail(view);
+        }}, "Show more") : "(the newest 200 are shown)") : null,
+      messages.length ? h("ol", {class: "conversation"}, messages.map((m) =>
+        h("li", {class: `msg msg-${m.role}`}, h("strong", {class: "who"}, m.role === "user" ? "User" : "Agent"),
+          h("div", {class: "msg-parts"}, m.parts.map(renderApiPart)),
+          m.partsDropped ? h("p", {class: "meta"}, `${m.partsDropped} more part(s) not shown.`) : null,
+          metadataOf(m))))
+        : h("p", {class: "meta"}, "No messages."));
+  }
+
+  function sameOriginHref(href) {
+    try {
+      const url = new URL(href, CONFIG.apiUrl || document.baseURI);
+      if (url.protocol === "blob:") return url.href;
+      return url.origin === location.origin ? url.href : null;
+    } catch (err) {
+      return null;
+    }
+  }
+
+  function renderJson(value, empty) {
+    if (!value) return h("p", {class: "meta"}, empty);
+    if (value.cut) return [h("pre", {class: "part part-data"}, value.text), h("p", {class: "meta"}, "(cut: too large to show whole)")];
+    if (value.data === null || value.data === undefined) return h("p", {class: "meta"}, empty);
+    return h("pre", {class: "part part-data"}, JSON.stringify(value.data, null, 2));
+  }
+
+  function renderApiPart(part) {
+    if (part.kind === "text") {
+      return h("div", {class: "part part-text"}, part.text,
+        part.cut ? h("span", {class: "meta cut"}, " … (cut: the rest is not shown)") : null);
+    }
+    if (part.kind === "data") return h("div", {class: "part"}, renderJson(part, "null"));
+    if (part.kind === "file") {
+      const href = sameOriginHref(part.href);
+      const name = part.name || "file";
+      const facts = [part.mediaType || "application/octet-stream", typeof part.size === "number" ? `${part.size} bytes` : null].filter(Boolean).join(", ");
+      return h("p", {class: "part part-file"},
+        href ? h("a", {href, download: name, class: "file-link"}, `Download ${name}`) : h("span", {}, name), ` (${facts})`);
+    }
+    if (part.kind === "url") {
+      const href = safeHttpUrl(part.url);
+      return h("p", {class: "part part-url"},
+        href ? h("a", {href, target: "_blank", rel: "noopener noreferrer"}, part.name || part.url) : h("code", {}, part.url),
+        part.mediaType ? ` (${part.mediaType})` : "");
+    }
+    return h("pre", {class: "part part-unknown"}, JSON.stringify(part, null, 2));
+  }
+
+  function renderApiArtifact(artifact) {
+    const name = artifact.name || `Artifact ${shortId(artifact.artifactId)}`;
+    return h("section", {class: "artifact", "data-artifact-id": artifact.artifactId},
+      h("h5", {class: "artifact-name"}, artifact.description ? `${name} · ${artifact.description}` : name),
+      h("div", {class: "artifact-parts"}, artifact.parts.map(renderApiPart)),
+      artifact.partsDropped ? h("p", {class: "meta"}, `${artifact.partsDropped} more part(s) not shown.`) : null,
+      metadataOf(artifact));
+  }
+
+  /** A message's or an artifact's metadata, folded away. */
+  function metadataOf(holder) {
+    if (!holder.metadata) return null;
+    return h("details", {class: "part-metadata"}, h("summary", {}, "metadata"), renderJson(holder.metadata, "none"));
+  }
+
+  function renderWebhooks(hooks, seq) {
+    if (hooks === null) return h("p", {class: "meta"}, "Unknown here (the inspector has no agent to ask).");
+    if (!hooks.length) return h("p", {class: "meta"}, "None.");
+    return h("table", {class: "webhook-table"},
+      h("thead", {}, h("tr", {}, ["Webhook", "URL", "Delivered", "Failures"].map((t) => h("th", {scope: "col"}, t)))),
+      h("tbody", {}, hooks.map((hook) => h("tr", {class: "webhook", "data-config-id": hook.id},
+        h("td", {}, h("code", {}, hook.id)), h("td", {class: "webhook-url"}, h("code", {}, hook.url)),
+        h("td", {class: "webhook-cursor"}, hook.gaveUp ? `gave up after event ${hook.delivered} of ${seq}`
+          : hook.delivered >= seq ? `all ${seq} events` : `through event ${hook.delivered} of ${seq}`),
+        h("td", {}, String(hook.failures))))));
+  }
+
+  /** Follow a running task: its stream (SubscribeToTask from where the timeline
+   * stops) wakes the detail up at each event; without streaming, a poll. */
+  async function follow(view) {
+    view.following = true;
+    view.live.textContent = view.streaming ? "Following live (the task's stream)…" : "Following (reading it every second)…";
+    let events = 0;
+    try {
+      if (view.streaming) {
+        view.abort = new AbortController();
+        await callStream("SubscribeToTask", {id: view.id, ...tenantParam(view.tenant)}, () => {
+          events += 1;
+          loadDetail(view);
+        }, String(view.last), view.abort.signal);
+      } else {
+        await sleep(1000);
+      }
+    } catch (err) {
+      if (view.closed) return;
+    } finally {
+      view.following = false;
+      view.abort = null;
+    }
+    if (view.closed) return;
+    if (view.streaming) {
+      // A stream that failed or ended with nothing: wait longer each time before the
+      // next one; after three, read the task every second instead.
+      view.failures = events ? 0 : view.failures + 1;
+      if (view.failures >= 3) view.pollOnly = true;
+      if (view.failures) await sleep(Math.min(5000, 250 * 2 ** view.failures));
+      if (view.closed) return;
+    }
+    view.live.textContent = "";
+    await loadDetail(view);  // what the task looks like now (and on following it if it still runs)
+  }
+
+  // ------------------------------------------------------------------ deep links
+
+  /** Open the task the address names (#task=<id>), listed or not. */
+  function openFromHash() {
+    const match = /^#task=(.+)$/.exec(location.hash);
+    if (!match) return;
+    let id;
+    try {
+      id = decodeURIComponent(match[1]);
+    } catch (err) {
+      return;
+    }
+    if (!tasks.rows.has(id)) {
+      tasks.rows.set(id, {id, state: "", asked: "", askedFiles: [], owner: "", tenant: tasks.filters.tenant,
+        createdAt: "", updatedAt: "", statusText: ""});
+    }
+    if (!tasks.order.includes(id)) tasks.order.unshift(id);
+    renderTaskList();
+    const item = taskItems.get(id);
+    if (!item.view) openDetail(item);
+    item.el.scrollIntoView({block: "start"});
   }
 
   // ------------------------------------------------------------------ card
@@ -784,12 +1274,38 @@
         if ($("auto-refresh").checked && !document.hidden) refreshTasks();
       }, CONFIG.pollMs);
     }
+    $("filter-state").addEventListener("change", (e) => setFilters({state: e.target.value}));
+    $("filter-context").addEventListener("change", (e) => setFilters({contextId: e.target.value.trim()}));
+    $("filter-tenant").addEventListener("change", (e) => setFilters({tenant: e.target.value.trim()}));
+    $("task-filters").addEventListener("submit", (event) => event.preventDefault());
+    $("clear-filters").addEventListener("click", () => {
+      $("task-search").value = "";
+      tasks.search = "";
+      setFilters({state: "", contextId: "", tenant: ""});
+    });
+    $("task-search").addEventListener("input", (e) => {
+      tasks.search = e.target.value;
+      renderTaskList();
+    });
+    $("more-tasks").addEventListener("click", () => loadTasks(true));
+    // Running tasks' durations count on between refreshes.
+    setInterval(() => {
+      for (const [id, item] of taskItems) {
+        const row = tasks.rows.get(id);
+        if (row && !TERMINAL.has(row.state)) renderRow(item, row);
+      }
+    }, 1000);
+    window.addEventListener("hashchange", openFromHash);
     renderConversation();
-    loadCard().then(() => input.focus());
-    refreshTasks();
+    loadCard().then(() => {
+      input.focus();
+      const tenants = new Set((state.card && state.card.supportedInterfaces || []).map((i) => i.tenant).filter(Boolean));
+      fill($("tenant-list"), Array.from(tenants, (t) => h("option", {value: t})));
+    });
+    loadTasks(false).then(openFromHash);
   }
 
   // Exposed for debugging in the console (and for tests): read-only use.
-  window.A2AInspector = {config: CONFIG, state};
+  window.A2AInspector = {config: CONFIG, state, tasks};
   init();
 })();
