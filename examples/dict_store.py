@@ -20,7 +20,8 @@ from typing import Any, Callable, Dict, List, Optional, TypeVar
 
 from a2a_flask.protocol.events import Event, LogEntry
 from a2a_flask.stores import TaskStore, register_store
-from a2a_flask.stores.base import SequenceConflict, TaskPage, TaskQuery, TaskRecord, select_page
+from a2a_flask.stores.base import (SequenceConflict, TaskPage, TaskQuery, TaskRecord, in_scope,
+                                   select_page)
 from a2a_flask.stores.coordination import Decision, DictCoordination
 
 T = TypeVar("T")
@@ -85,10 +86,11 @@ class DictStore(DictCoordination, TaskStore):
     def task_ids(self) -> List[str]:
         return list(self._records)
 
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         with self._lock:
             gone = [task_id for task_id, record in self._records.items()
-                    if record.state.terminal and record.updated_at < updated_before]
+                    if record.state.terminal and record.updated_at < updated_before
+                    and in_scope(record.tenant, scope)]
             for task_id in gone:
                 del self._records[task_id], self._logs[task_id]
                 self._forget_coordination(task_id)  # its webhooks and lease go too

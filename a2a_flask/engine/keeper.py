@@ -22,7 +22,7 @@ from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable, TaskNotFoundError
 from ..protocol.events import Event
 from ..protocol.models import TaskState, TaskStatus, TaskStatusUpdateEvent, format_timestamp, new_id, utc_now
-from ..stores.base import TaskRecord, TaskStore, unscoped
+from ..stores.base import TaskRecord, TaskStore
 from .lifecycles import LeaseAction, LeaseEvent, LeaseState, lease_step
 from .states import Change, transition
 from .writer import Lease, LeaseHeld, TaskWriter, agent_message
@@ -255,7 +255,7 @@ class Keeper:
         if self.task_ttl and now - self._last_purge >= min(60.0, max(1.0, self.task_ttl / 2)):
             self._last_purge = now
             cutoff = datetime.now(timezone.utc) - timedelta(seconds=self.task_ttl)
-            purged = self.store.purge(format_timestamp(cutoff))
+            purged = self.store.purge(format_timestamp(cutoff), scope=self.scope)
             if purged:
                 log.info("purged %d finished tasks older than %ss", purged, self.task_ttl)
         for chore in self.chores:
@@ -269,7 +269,7 @@ class Keeper:
         for task_id in self.store.expired_leases():
             if self.scope is not None and task_id not in self._runs:
                 record = self.store.load(task_id)
-                if record is not None and unscoped(record.tenant)[0] != self.scope:
+                if record is not None and record.scope != self.scope:
                     since = self._foreign[task_id] = seen.get(task_id, now)
                     if now - since >= 2 * self.lease_ttl:  # its agent is served no more?
                         self._fail_orphan(task_id)

@@ -41,7 +41,7 @@ from ..concurrency import Worker
 from ..protocol.errors import StoreUnavailable
 from ..protocol.jsontext import json_text, stream_response_text
 from ..protocol.models import Message, Role, Task
-from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind, unscoped
+from ..stores.base import LogEntry, PushTarget, TaskStore, is_behind
 from ..stores.grace import ride_out
 from ..stores.shared import SharedLog
 from .guard import UnsafeWebhookError
@@ -209,7 +209,7 @@ class PushDispatcher:
             record = self.store.load(task_id)
             if record is None:
                 return False  # gone: nothing to deliver
-            ours = self._known[task_id] = unscoped(record.tenant)[0] == self.scope
+            ours = self._known[task_id] = record.scope == self.scope
             if len(self._known) > MAX_KNOWN_TASKS:
                 self._known.popitem(last=False)
         return ours

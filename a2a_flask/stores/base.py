@@ -91,6 +91,11 @@ class TaskRecord:
         return self.outline.id
 
     @property
+    def scope(self) -> str:
+        """The store scope of the agent the task belongs to (:func:`unscoped`)."""
+        return unscoped(self.tenant)[0]
+
+    @property
     def context_id(self) -> str:
         """The task's context id (from :attr:`outline`)."""
         return self.outline.context_id
@@ -380,9 +385,11 @@ class TaskLog(ABC):
 
     @backend_call
     @abstractmethod
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         """Delete terminal tasks last updated before the timestamp (with logs,
-        push targets and leases); return how many went."""
+        push targets and leases); return how many went.  With ``scope``, only the
+        tasks of the agent with that store scope (:func:`in_scope`): agents that share
+        a store keep their own retention."""
 
     def wake(self, task_id: str) -> None:
         """Make this process's waits on a task (:meth:`wait`) return now, although
@@ -832,6 +839,12 @@ def unscoped(stored: str) -> Tuple[str, str]:
     """The store scope and the caller's tenant of a tenant as stored (:func:`scoped`)."""
     scope, separator, tenant = stored.partition(SCOPE_SEPARATOR)
     return (scope, tenant) if separator else ("", stored)
+
+
+def in_scope(stored: str, scope: Optional[str]) -> bool:
+    """Whether a task stored under the tenant ``stored`` belongs to the agents with
+    store ``scope`` (every task does when ``scope`` is None)."""
+    return scope is None or unscoped(stored)[0] == scope
 
 
 def split_key(key: str) -> List[str]:

@@ -26,6 +26,7 @@ from .base import (
     TaskQuery,
     TaskRecord,
     TaskStore,
+    in_scope,
     select_page,
 )
 from .coordination import Decision, DictCoordination
@@ -186,10 +187,11 @@ class MemoryStore(DictCoordination, TaskStore):
         record = self._records.get(task_id)
         return None if record is None else record.seq
 
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         with self._lock:
             gone = [task_id for task_id, record in self._records.items()
-                    if record.state.terminal and record.updated_at < updated_before]
+                    if record.state.terminal and record.updated_at < updated_before
+                    and in_scope(record.tenant, scope)]
             for task_id in gone:
                 del self._records[task_id]
                 self._logs.pop(task_id, None)

@@ -83,6 +83,7 @@ from .base import (
     decode_page_token,
     encode_page_token,
     fold,
+    in_scope,
     is_behind,
     join_key,
     kept_history,
@@ -718,7 +719,6 @@ class RedisStore(TaskStore):
         if due:
             snap_seq, size, since = last, len(snapshot), 0
         state = record.state
-        tenant, owner = record.tenant, record.owner
         updated = record.outline.status.timestamp or record.created_at
         ttl = int(self.task_ttl) if state.terminal and self.task_ttl else 0
         seq = self._run_append(task_id, expected_seq, record, snapshot, state.value, updated,
@@ -1033,12 +1033,14 @@ class RedisStore(TaskStore):
 
     # ------------------------------------------------------------ retention
 
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         """Finished tasks expire by themselves; this sweeps their index entries (and
         deletes what has no expiry: tasks that finished before the TTL was set)."""
         gone = 0
         cutoff = _score(updated_before)
         for key, (tenant, owner) in self._indexes("owned", 2):
+            if not in_scope(tenant, scope):
+                continue
             for raw in self._redis.zrangebyscore(key, "-inf", cutoff):
                 task_id = raw.decode()
                 context_id = self._redis.hget(self._key("task", task_id), "context_id")

@@ -47,7 +47,7 @@ from urllib.parse import unquote, urlencode, urlsplit
 
 from ..protocol.models import TaskState
 from .base import (LogEntry, PushTarget, StoreError, StoreLimits, TaskPage, TaskQuery, TaskRecord,
-                   is_behind, join_key, outages_as_unavailable, split_parts)
+                   in_scope, is_behind, join_key, outages_as_unavailable, split_parts)
 from .redis import _TERMINAL, COUNTS_KEPT, Creation, RedisStore, _cursor, _is_outage, _score
 from .serial import EncodedEntries, dump_target
 from .urls import safe_text
@@ -603,12 +603,14 @@ class RedisClusterStore(RedisStore):
 
     # ------------------------------------------------------------ retention
 
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         """Finished tasks expire by themselves; this sweeps the index entries of those
         gone and deletes the old finished tasks that have no expiry."""
         gone = 0
         cutoff = _score(updated_before)
         for key, (tenant, owner) in self._indexes("owned", 2):
+            if not in_scope(tenant, scope):
+                continue
             for raw, score in self._redis.zrangebyscore(key, "-inf", cutoff, withscores=True):
                 task_id = raw.decode()
                 answer = self._c_sweep(

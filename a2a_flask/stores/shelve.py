@@ -63,6 +63,7 @@ from .base import (
     decode_page_token,
     encode_page_token,
     fold,
+    in_scope,
     kept_history,
     outages_as_unavailable,
     snapshot_due,
@@ -538,10 +539,11 @@ class ShelveStore(DictCoordination, TaskStore):
 
     # ------------------------------------------------------------ retention
 
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         def build() -> Tuple[List[Dict[str, Any]], int]:
             gone = [task_id for task_id, entry in self._tasks.items()
-                    if entry.state in _TERMINAL and entry.updated_at < updated_before]
+                    if entry.state in _TERMINAL and entry.updated_at < updated_before
+                    and in_scope(entry.tenant, scope)]
             return ([{"k": Kind.PURGED, "ids": gone}] if gone else []), len(gone)
 
         count: int = self._write(build)

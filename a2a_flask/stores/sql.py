@@ -64,6 +64,7 @@ from .base import (
     decode_page_token,
     encode_page_token,
     fold,
+    in_scope,
     outages_as_unavailable,
     safe_url,
     snapshot_due,
@@ -1241,12 +1242,13 @@ class SQLStore(TaskStore):
 
     # ------------------------------------------------------------ retention
 
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         t = self.tasks.c
         with self._connect(write=True) as conn:
-            gone = [task_id for (task_id,) in conn.execute(
-                sa.select(t.id).where(t.updated_at < updated_before,
-                                      t.state.in_(sorted(_TERMINAL))))]
+            gone = [task_id for (task_id, tenant) in conn.execute(
+                sa.select(t.id, t.tenant).where(t.updated_at < updated_before,
+                                                t.state.in_(sorted(_TERMINAL))))
+                    if in_scope(tenant, scope)]
             for start in range(0, len(gone), 500):
                 chunk = gone[start:start + 500]
                 for table, column in ((self.events, "task_id"), (self.targets, "task_id"),

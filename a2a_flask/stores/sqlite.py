@@ -41,6 +41,7 @@ from .base import (
     decode_page_token,
     encode_page_token,
     fold,
+    in_scope,
     kept_history,
     outages_as_unavailable,
     report_outage,
@@ -423,13 +424,13 @@ class SQLiteStore(TaskStore):
         rows = self._query("SELECT task_id FROM leases WHERE expires<?", (time.time(),))
         return [task_id for (task_id,) in rows]
 
-    def purge(self, updated_before: str) -> int:
+    def purge(self, updated_before: str, scope: Optional[str] = None) -> int:
         terminal = tuple(_TERMINAL)
         marks = ",".join("?" * len(terminal))
         with self._transaction() as db:
-            gone = [task_id for (task_id,) in db.execute(
-                f"SELECT id FROM tasks WHERE updated_at<? AND state IN ({marks})",
-                (updated_before, *terminal))]
+            gone = [task_id for (task_id, tenant) in db.execute(
+                f"SELECT id, tenant FROM tasks WHERE updated_at<? AND state IN ({marks})",
+                (updated_before, *terminal)) if in_scope(tenant, scope)]
             for table, column in (("events", "task_id"), ("push_targets", "task_id"),
                                   ("leases", "task_id"), ("snapshots", "task_id"),
                                   ("tasks", "id")):

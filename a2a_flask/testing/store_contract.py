@@ -734,6 +734,21 @@ class StoreContract:
         assert store.load("old-running") is not None and store.load("new-done") is not None
         assert sorted(ids(store.list_tasks(TaskQuery()))) == ["new-done", "old-running"]
 
+    def test_purge_with_a_scope_deletes_only_that_agents_tasks(self, store: TaskStore) -> None:
+        """Agents sharing a store keep their own retention: a scoped purge leaves the
+        finished tasks of other scopes (the default agent's, with no scope, included)."""
+        for task_id, tenant in (("x-done", scoped("x", "")), ("x-tenant", scoped("x", "t1")),
+                                ("y-done", scoped("y", "")), ("plain", "t1")):
+            create(store, task_id, second=1, tenant=tenant)
+            append(store, task_id, [status_event(task_id, S.COMPLETED, second=2)])
+        assert store.purge(stamp(30), scope="x") == 2
+        assert store.load("x-done") is None and store.load("x-tenant") is None
+        assert store.load("y-done") is not None and store.load("plain") is not None
+        assert store.purge(stamp(30), scope="") == 1
+        assert store.load("plain") is None and store.load("y-done") is not None
+        assert store.purge(stamp(30)) == 1  # no scope: every agent's
+        assert store.load("y-done") is None
+
     def test_task_ids_names_every_task_of_every_caller_once(self, store: TaskStore) -> None:
         try:
             assert store.task_ids() == []

@@ -9,7 +9,7 @@ import pytest
 from a2a_flask.protocol.models import Message, Part, Role, Task, TaskState, TaskStatus, utc_now
 from a2a_flask.engine.runtime import Runtime
 from a2a_flask.stores import open_store
-from a2a_flask.stores.base import TaskRecord
+from a2a_flask.stores.base import TaskRecord, scoped
 
 from tests.support.helpers import wait_until
 from tests.stores.test_stores import append, create, status_event
@@ -180,6 +180,24 @@ def test_tend_purges_finished_tasks_older_than_the_ttl(shared):
 
     wait_until(purged, 30, "the purge of the finished task")
     assert time.monotonic() - canceled_at >= 1.5  # not before it was (about) the TTL old
+
+
+def test_an_agents_ttl_purges_only_its_own_tasks():
+    """Agents sharing a store keep their own retention: the keeper of the agent with
+    scope ``x`` purges x's finished tasks, not those of ``y`` nor of the default agent."""
+    store = open_store("memory://")
+    try:
+        for task_id, tenant in (("of-x", scoped("x", "")), ("of-y", scoped("y", "")),
+                                ("of-default", "")):
+            create(store, task_id, second=1, tenant=tenant)
+            append(store, task_id, [status_event(task_id, TaskState.COMPLETED, second=2)])
+        keeper = runtime_on(store, task_ttl=60, scope="x").keeper
+        keeper._last_purge = 0.0  # the next round is a purge round
+        keeper.tend()
+        assert [store.load(t) is None for t in ("of-x", "of-y", "of-default")] == \
+            [True, False, False]
+    finally:
+        store.close()
 
 
 # -- when a run takes its lease

@@ -174,6 +174,23 @@ def test_the_commands_of_an_agent_show_none_of_another_agents_tasks(agents):
     assert shown.exit_code == 0 and "input-required" in shown.output, shown.output
 
 
+@EVERY_STORE
+def test_an_agents_purge_deletes_only_its_own_finished_tasks(agents):
+    """``flask a2a --agent x purge`` is x's retention: y's finished task stays."""
+    theirs = ys_question(agents)["id"]
+    done = agents.rpc("y", "SendMessage", {"message": {**user_message("Paris", "m-y2"),
+                                                       "taskId": theirs}})
+    assert done["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", done
+    mine = agents.rpc("x", "SendMessage", {"message": user_message("hi", "m-x")})["result"]["task"]
+    assert mine["status"]["state"] == "TASK_STATE_COMPLETED"
+    purged = agents.cli("--agent", "x", "purge", "--finished-before", "2999-01-01")
+    assert purged.exit_code == 0, purged.output
+    assert "1 finished tasks" in purged.output and "Deleted 1 tasks." in purged.output
+    assert code(agents.rpc("x", "GetTask", {"id": mine["id"]})) == NOT_FOUND
+    assert agents.rpc("y", "GetTask", {"id": theirs})["result"]["status"]["state"] == \
+        "TASK_STATE_COMPLETED"
+
+
 # ------------------------------------------------------------- scopes and tenants
 
 

@@ -16,7 +16,7 @@ from ...protocol.codec import encode
 from ...protocol.errors import A2AError, StoreUnavailable
 from ...protocol.models import Message, Part, TaskState
 from ...stores import StoreError, TaskQuery, TaskRecord, TaskStore
-from ...stores.base import decode_page_token, encode_page_token, outage_cause, unscoped
+from ...stores.base import decode_page_token, encode_page_token, in_scope, outage_cause, unscoped
 from ...stores.urls import safe_text
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -155,7 +155,7 @@ def every_record(store: TaskStore, scope: Optional[str] = None) -> Iterator[Task
     for task_id in store.task_ids():
         record = store.load(task_id)
         # None: purged since it was listed.
-        if record is not None and (scope is None or unscoped(record.tenant)[0] == scope):
+        if record is not None and in_scope(record.tenant, scope):
             yield record
 
 
@@ -163,7 +163,7 @@ def agents_task(agent: Any, task_id: str) -> TaskRecord:
     """The agent's task ``task_id``: a task of another agent sharing its store is
     not the agent's to show or change, and is missing as one that is not there."""
     record: Optional[TaskRecord] = agent.store.load(task_id)
-    if record is None or unscoped(record.tenant)[0] != agent.service.scope:
+    if record is None or record.scope != agent.service.scope:
         raise Failure(f"no task {task_id!r} in the store")
     return record
 

@@ -181,11 +181,12 @@ def purge_command(finished_before: Optional[str], older_than: Optional[str],
                   dry_run: bool) -> None:
     """Delete finished tasks (completed, failed, canceled, rejected) last updated
     before a time, with their logs and webhooks; running tasks are never touched.
-    Like A2A_TASK_TTL it works on the whole store: the tasks of every agent sharing
-    it go too."""
+    Like A2A_TASK_TTL it deletes the chosen agent's tasks only: other agents sharing
+    its store (another A2A_STORE_SCOPE) keep theirs."""
     cutoff = cutoff_of(finished_before, older_than)
-    store = chosen_agent().store
-    stamps = sorted(r.updated_at for r in every_record(store)
+    agent = chosen_agent()
+    store, scope = agent.store, agent.service.scope
+    stamps = sorted(r.updated_at for r in every_record(store, scope)
                     if r.state.terminal and r.updated_at < cutoff)
     click.echo(f"{len(stamps)} finished tasks last updated before {cutoff}"
                f"{' would be deleted (dry run).' if dry_run else '.'}")
@@ -196,7 +197,7 @@ def purge_command(finished_before: Optional[str], older_than: Optional[str],
         # The store deletes by time: step through the tasks' own times, oldest
         # first, a few hundred tasks at a time, so the bar moves as they go.
         for bound in stamps[PAGE * 5::PAGE * 5] + [cutoff]:
-            count = store.purge(bound)
+            count = store.purge(bound, scope=scope)
             gone += count
             advance(count)
     click.echo(f"Deleted {gone} tasks.")
