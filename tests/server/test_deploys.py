@@ -22,11 +22,34 @@ TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED",
             "TASK_STATE_REJECTED"}
 
 
-def send(server: Server, text: str, timeout: float = 5.0) -> requests.Response:
-    """A non-blocking SendMessage, as a raw HTTP answer."""
+def send(server: Server, text: str, timeout: float = 5.0,
+         via: Any = requests) -> requests.Response:
+    """A non-blocking SendMessage, as a raw HTTP answer (``via`` a warm session)."""
     message = {"role": "ROLE_USER", "messageId": new_id(), "parts": [{"text": text}]}
-    return requests.post(server.url + "/a2a", headers=V1, timeout=timeout, json=rpc_body(
+    return via.post(server.url + "/a2a", headers=V1, timeout=timeout, json=rpc_body(
         "SendMessage", {"message": message, "configuration": {"returnImmediately": True}}))
+
+
+def warm_sessions(server: Server, count: int = 12) -> List[requests.Session]:
+    """Sessions each holding a kept-alive connection to the server's worker.
+
+    After SIGTERM gunicorn's gevent worker accepts new connections only until its
+    accept loop next wakes (0 to 1 s), so a send on a new connection may never reach
+    it; one on a connection it already holds does (it closes it after answering).
+    Sent right after the signal, these make the stopping worker's answers certain.
+    """
+    sessions = []
+    for _ in range(count):
+        session = requests.Session()
+        assert session.get(server.url + "/.well-known/agent-card.json", timeout=10).ok
+        sessions.append(session)
+    return sessions
+
+
+def next_via(warm: List[requests.Session]) -> Any:
+    """A warm session (each used once: the stopping worker closes it), then new
+    connections."""
+    return warm.pop(0) if warm else requests
 
 
 def stream(server: Server, text: str) -> Tuple[int, List[Dict[str, Any]]]:
@@ -61,15 +84,16 @@ def test_sends_landing_on_a_stopping_worker_are_refused_or_finished(store_url):
         (old_worker,) = worker_pids(server)
         streams: List["Future[Tuple[int, List[Dict[str, Any]]]]"] = []
         pool = ThreadPoolExecutor(8)
+        warm = warm_sessions(server)
         os.kill(old_worker, signal.SIGTERM)
         refused: List[Dict[str, Any]] = []
         unreachable = 0
         ends = time.monotonic() + 1.5
-        while time.monotonic() < ends:
+        while time.monotonic() < ends or warm:
             if len(streams) < 8:  # streamed sends too, each followed to its end
                 streams.append(pool.submit(stream, server, "sleep 1"))
             try:
-                answer = send(server, "sleep 1", timeout=20)
+                answer = send(server, "sleep 1", timeout=20, via=next_via(warm))
             except requests.ConnectionError:
                 unreachable += 1  # nothing was accepted: the client sends it again
                 continue
@@ -124,12 +148,13 @@ def test_health_endpoints_on_a_real_server_say_when_a_worker_stops(tmp_path):
         assert ready.json()["agents"]["a2a"] == {"store": "ok", "stopping": False}
         task_id = send(server, "sleep 3").json()["result"]["task"]["id"]
         (worker,) = worker_pids(server)
+        warm = warm_sessions(server)
         os.kill(worker, signal.SIGTERM)
         answers = []
         ends = time.monotonic() + 1.0
-        while time.monotonic() < ends:
+        while time.monotonic() < ends or warm:
             try:
-                answers.append(requests.get(server.url + "/healthz/ready", timeout=20))
+                answers.append(next_via(warm).get(server.url + "/healthz/ready", timeout=20))
             except requests.ConnectionError:
                 pass
             time.sleep(0.05)
@@ -163,12 +188,13 @@ def test_with_the_celery_runner_a_stopping_web_worker_refuses_and_the_runs_go_on
         web = Server("examples.celery_agent:app", env=env, graceful_timeout=10)
         acknowledged = [send(web, "slow:2").json()["result"]["task"]["id"] for _ in range(2)]
         (old_worker,) = worker_pids(web)
+        warm = warm_sessions(web)
         os.kill(old_worker, signal.SIGTERM)
         refused = 0
         ends = time.monotonic() + 1.5
-        while time.monotonic() < ends:
+        while time.monotonic() < ends or warm:
             try:
-                answer = send(web, "hello", timeout=20)
+                answer = send(web, "hello", timeout=20, via=next_via(warm))
             except requests.ConnectionError:
                 continue
             if answer.status_code == 503:

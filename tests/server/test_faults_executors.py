@@ -44,7 +44,7 @@ def test_an_executor_that_raises(server):
 def test_an_executor_that_ignores_cancel_forever(server):
     """It swallows the cooperative stop and the kill: the task is CANCELED at once
     all the same, and the executor can no longer change it."""
-    task_id = start(server, "stubborn 3")
+    task_id = start(server, "stubborn 8")  # alive past the cancel, however slow the start
     wait_for_state(server, task_id, {"TASK_STATE_WORKING"})
     with Probing(server.url, task_id) as probing:
         canceled = server.rpc("CancelTask", {"id": task_id})["result"]

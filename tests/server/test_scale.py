@@ -470,7 +470,8 @@ def test_sqlite_streams_on_every_other_worker_get_each_event_of_the_runner_once_
     server, url, _ = sqlite4
     mark = scale_dir / unique("mark")
     watchers: List[RawStream] = []
-    with open_stream(server, "SendStreamingMessage", {"message": tick(40, 0.02, mark)}) as sender:
+    # 4 s of ticks: the three subscribers open while it runs, however loaded the machine.
+    with open_stream(server, "SendStreamingMessage", {"message": tick(40, 0.1, mark)}) as sender:
         try:
             first = sender.next_event()
             task_id = first["data"]["result"]["task"]["id"]

@@ -515,7 +515,7 @@ def test_postgresql_wakes_a_waiter_on_another_host_through_notify():
         median, worst = statistics.median(delays), max(delays)
         print(f"\nPostgreSQL cross-host wake-up: median {median * 1000:.1f} ms, "
               f"max {worst * 1000:.1f} ms over {len(delays)}")
-        assert median < 0.25  # the issue asks for 50 ms; this only catches a lost wake-up
+        assert median < 1.0  # a lost wake-up waits 5 s; speed is bench/'s to measure
     finally:
         host_a.close()
         host_b.close()

@@ -18,18 +18,25 @@ def card(name: str) -> AgentCard:
 
 
 def steps(ctx):
-    """``slow:N``: N steps of a second, each a status and a chunk of one artifact."""
+    """``slow:N``: N steps of a second, each a status and a chunk of one artifact.
+    ``slow:N hold:PATH``: after step 2, wait while the file PATH exists (up to 120 s),
+    so that a test kills the run there however slow the machine is, and a rerun
+    after the test removed the file goes through."""
     text = ctx.text.strip()
     if not text.startswith("slow:"):
         return text
     artifact = None
-    count = int(text[5:])
+    count, _, hold = text[5:].partition(" hold:")
+    count = int(count)
     for step in range(1, count + 1):
         time.sleep(1)
         if ctx.cancelled:
             return None
         ctx.working(f"step {step} of {count} (pid {os.getpid()})")
         artifact = ctx.artifact(f"chunk {step};", artifact_id=artifact, append=bool(artifact))
+        held_until = time.monotonic() + 120
+        while step == 2 and hold and os.path.exists(hold) and time.monotonic() < held_until:
+            time.sleep(0.05)
     return None
 
 

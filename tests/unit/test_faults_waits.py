@@ -39,7 +39,7 @@ def test_a_blocking_send_polls_a_wait_that_returns_at_once():
     started = time.monotonic()
     record = runtime.wait_settled(task_id, 1.0)
     assert record.state is TaskState.WORKING
-    assert 0.9 < time.monotonic() - started < 2
+    assert 0.9 < time.monotonic() - started < 5  # the wait's own 1 s, not a hang
     assert store.loads < 60, store.loads  # ~20 at one poll per 50 ms; a spin makes 100,000s
 
 
@@ -50,6 +50,6 @@ def test_a_stream_polls_a_wait_that_returns_at_once():
     started = time.monotonic()
     items = runtime.follow(task_id, 1, heartbeat=1.0)
     assert next(items) is None  # the first heartbeat, a second later
-    assert 0.9 < time.monotonic() - started < 2
+    assert 0.9 < time.monotonic() - started < 5  # the wait's own 1 s, not a hang
     assert store.loads < 60, store.loads
     items.close()

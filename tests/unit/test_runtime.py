@@ -721,10 +721,12 @@ def test_follow_sends_heartbeats_while_idle_and_stops_at_input_required(store):
     runtime = idle_runtime(store)
     run = new_run(runtime)
     run.set_status(S.WORKING)
-    timer = threading.Timer(0.35, lambda: run.set_status(S.INPUT_REQUIRED, msg("q")))
-    timer.start()
-    items = list(runtime.follow("t1", 2, heartbeat=0.1))
-    timer.join()
+    items = []
+    # The question comes once the follower has sent two heartbeats, however late.
+    for item in runtime.follow("t1", 2, heartbeat=0.1):
+        items.append(item)
+        if items.count(None) == 2:
+            run.set_status(S.INPUT_REQUIRED, msg("q"))
     assert items.count(None) >= 2
     assert [i.seq for i in items if i is not None] == [3]
 

@@ -49,9 +49,12 @@ class Cluster:
             self.workers.append(Worker("tests.support.celery_app:celery", self.env,
                                        log_dir=self.log_dir))
 
-    def running(self, path: str, text: str) -> Dict[str, Any]:
-        """Send ``text`` and wait until its run wrote its second chunk."""
-        return self.wait_running(send(self.web, text, path=path, immediately=True), path)
+    def running(self, path: str, text: str, hold: Path) -> Dict[str, Any]:
+        """Send ``text`` held at its second step while the file ``hold`` exists
+        (tests/support/celery_app.py) and wait until its run wrote its second chunk."""
+        hold.touch()
+        return self.wait_running(send(self.web, f"{text} hold:{hold}", path=path,
+                                      immediately=True), path)
 
     def wait_running(self, task: Dict[str, Any], path: str) -> Dict[str, Any]:
         """Wait until ``task``'s run wrote its second chunk."""
@@ -102,12 +105,14 @@ def steps_of(task: Dict[str, Any]) -> List[str]:
     return [text.split(" (")[0] for text in texts(task)]
 
 
-def test_a_replayed_order_of_a_running_task_does_nothing(cluster: Cluster) -> None:
+def test_a_replayed_order_of_a_running_task_does_nothing(cluster: Cluster,
+                                                         tmp_path: Path) -> None:
     from celery import Celery
 
     from a2a_flask.stores import open_store
 
-    task = cluster.running("/safe", "slow:4")
+    hold = tmp_path / "hold"
+    task = cluster.running("/safe", "slow:4", hold)
     store = open_store(cluster.env["FLASK_A2A_STORE"])
     try:
         queued_seq = store.read(task["id"], 0)[0].seq  # the order's: the task as queued
@@ -126,6 +131,7 @@ def test_a_replayed_order_of_a_running_task_does_nothing(cluster: Cluster) -> No
     while "its order does nothing" not in cluster.logs():
         assert time.monotonic() < deadline, cluster.logs()[-3000:]
         time.sleep(0.1)
+    hold.unlink()
     final = wait_state(cluster.web, task["id"], ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"],
                        20, "/safe")
     assert final["status"]["state"] == "TASK_STATE_COMPLETED", final
@@ -134,14 +140,18 @@ def test_a_replayed_order_of_a_running_task_does_nothing(cluster: Cluster) -> No
 
 
 def test_killed_workers_tasks_rerun_on_the_survivor_or_fail_saying_why(
-        cluster: Cluster) -> None:
+        cluster: Cluster, tmp_path: Path) -> None:
     """Two workers killed at once, each running a task: the rerun-safe one completes
     on the third, the other fails once, saying why."""
-    unsafe = send(cluster.web, "slow:8", path="/unsafe", immediately=True)
-    safe = cluster.running("/safe", "slow:4")
+    holds = tmp_path / "hold-unsafe", tmp_path / "hold-safe"
+    holds[0].touch()
+    unsafe = send(cluster.web, f"slow:8 hold:{holds[0]}", path="/unsafe", immediately=True)
+    safe = cluster.running("/safe", "slow:4", holds[1])
     cluster.wait_running(unsafe, "/unsafe")
     killed = cluster.kill_runner_of(safe, "/safe")
     cluster.kill_runner_of(unsafe, "/unsafe")
+    for hold in holds:
+        hold.unlink()  # the reruns go through
     started = time.monotonic()
     ended = ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED"]
     final = wait_state(cluster.web, safe["id"], ended, AFTER_KILL, "/safe")

@@ -286,9 +286,14 @@ def test_return_immediately_answers_before_the_task_finishes(make_app, store_url
 
 
 def test_blocking_send_gives_up_after_the_blocking_timeout(make_app, store_url):
-    client = make_app(slow, store=store_url, blocking_timeout=0.1).test_client()
-    task = send_task(client, user_message("work"))
-    assert task["status"]["state"] in {SUBMITTED, WORKING}  # answered before the 0.3 s work ended
+    gate = Gate()  # the work ends only once the test has its answer, however slow
+    client = make_app(gate, store=store_url, blocking_timeout=0.1).test_client()
+    try:
+        task = send_task(client, user_message("work"))
+        assert not gate.exited.is_set()
+        assert task["status"]["state"] in {SUBMITTED, WORKING}
+    finally:
+        gate.release.set()
     assert wait_for_state(client, task["id"], TERMINAL)["status"]["state"] == COMPLETED
 
 
