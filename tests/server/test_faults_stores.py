@@ -31,13 +31,21 @@ def get_task(server: Server, task_id: str) -> Dict[str, Any]:
                          headers=V1, timeout=10).json()
 
 
+def ready(server: Server) -> tuple:
+    """The readiness endpoint's status and what it says of the store."""
+    answer = requests.get(server.url + "/healthz/ready", timeout=10)
+    return answer.status_code, answer.json()["agents"]["a2a"]["store"]
+
+
 def test_redis_killed_mid_stream_and_restarted(tmp_path):
     pytest.importorskip("redis")
     # An outage past A2A_STORE_GRACE (1 s here): what a blip within it does is in
     # tests/stores/test_blips.py and tests/server/test_blips_restart.py.
     with RedisServer(tmp_path) as redis_server, Server("tests.support.fault_app:app", env={
             "FLASK_A2A_STORE": f"{redis_server.url}?prefix=faults-{new_id()[:8]}",
-            "FLASK_A2A_LEASE_TTL": "3", "FLASK_A2A_STORE_GRACE": "1"}) as server:
+            "FLASK_A2A_LEASE_TTL": "3", "FLASK_A2A_STORE_GRACE": "1",
+            "FLASK_A2A_HEALTH_PATH": "/healthz"}) as server:
+        assert ready(server) == (200, "ok")
         done = server.rpc("SendMessage", {"message": message("before the outage")})
         done_id = done["result"]["task"]["id"]
         events: List[Dict[str, Any]] = []
@@ -59,6 +67,9 @@ def test_redis_killed_mid_stream_and_restarted(tmp_path):
         running_id = parse_sse("\n".join(buffer) + "\n\n")[0]["data"]["result"]["task"]["id"]
 
         redis_server.kill()
+        # Readiness says so (a probe's result is reused for a second), liveness not.
+        wait_until(lambda: ready(server) == (503, "unavailable"), 15, "readiness to turn 503")
+        assert requests.get(server.url + "/healthz", timeout=10).status_code == 200
         with Probing(server.url, done_id) as probing:
             # JSON-RPC: -32603 with a message that says what happened, nothing internal.
             answer = get_task(server, done_id)
@@ -94,6 +105,7 @@ def test_redis_killed_mid_stream_and_restarted(tmp_path):
         recovered = wait_until(lambda: "result" in get_task(server, done_id), 15,
                                "GetTask to answer again")
         assert recovered
+        wait_until(lambda: ready(server) == (200, "ok"), 15, "readiness to turn 200 again")
         # The task that was running is FAILED with a clear message, not left WORKING.
         failed = wait_until(
             lambda: (lambda t: t if t["status"]["state"] == "TASK_STATE_FAILED" else None)(
