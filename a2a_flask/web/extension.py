@@ -142,7 +142,6 @@ class A2A:
         state = assemble(app, spec, settings)
         registry[self.name] = state
         commands.register(app)
-        app.url_map.converters.setdefault("a2aid", routes.IdConverter)
         app.url_map.converters.setdefault("a2apath", routes.AnyPathConverter)
         app.register_blueprint(self._blueprint(state))
         observing.attach(app, settings.metrics_path)

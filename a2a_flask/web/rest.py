@@ -29,10 +29,13 @@ from .auth import Authentication
 from .dispatch import Binding, EventRenderer, dispatch
 from .headers import requested_version
 from .routes import (
+    ANY_METHOD,
     Route,
+    RouteTable,
     add_unknown_routes,
     error_body,
     error_response,
+    not_routed,
     request_builder,
     routes_of,
 )
@@ -136,13 +139,20 @@ class _Rest(Binding):
         return response
 
 
-def _view(service: AgentService, auth: Authentication, route: Route) -> Callable[..., Response]:
-    name = route.method.operation.name
+#: Every REST route: 0.3 under ``/v1``, 1.0 at the root and under ``/<tenant>``.
+TABLE = RouteTable([(rest03.PREFIX, rest03.ROUTES), ("", ROUTES),
+                    ("/<a2aid:tenant>", ROUTES)])
 
-    def view(tenant: str = "", **path: str) -> Response:
+
+def _view(service: AgentService, auth: Authentication) -> Callable[..., Response]:
+    def view(rest: str) -> Response:
+        route, path, allowed = TABLE.match("/" + rest, request.method)
+        if route is None:
+            return not_routed(allowed)
+        tenant = path.pop("tenant", "")
         note = open_call(service.runtime.sender, "rest", request.headers)
         # Named before the caller is identified: refused calls are counted by method too.
-        note.version, note.method = route.version, name
+        note.version, note.method = route.version, route.method.operation.name
         try:
             return dispatch(service, auth, note, _Rest(route, tenant, path))
         finally:
@@ -152,19 +162,9 @@ def _view(service: AgentService, auth: Authentication, route: Route) -> Callable
 
 
 def register_routes(bp: Blueprint, service: AgentService, auth: Authentication) -> None:
-    """Add every REST route to an agent's blueprint: 1.0 at ``/rest`` and
-    ``/rest/<tenant>``, the 0.3 flavour at ``/rest/v1``."""
-    mounts = [(rest03.ROUTES, (REST_PATH + rest03.PREFIX,)),
-              (ROUTES, (REST_PATH, REST_PATH + "/<a2aid:tenant>"))]
-    count = 0
-    for routes, prefixes in mounts:
-        for route in routes:
-            view = _view(service, auth, route)
-            for prefix in prefixes:
-                count += 1
-                # No merge_slashes: "//tasks" is not a route (and no HTML redirect page).
-                bp.add_url_rule(prefix + route.rule, f"rest_{count}", view,
-                                methods=list(route.verbs), merge_slashes=False)
-    add_unknown_routes(bp, REST_PATH)
-
-
+    """Serve every REST route of :data:`TABLE` under ``/rest`` of an agent's blueprint
+    (one rule: see :class:`~a2a_flask.web.routes.RouteTable`)."""
+    # No merge_slashes: "//tasks" is not a route (and no HTML redirect page).
+    bp.add_url_rule(REST_PATH + "/<a2apath:rest>", "rest", _view(service, auth),
+                    methods=ANY_METHOD, merge_slashes=False)
+    add_unknown_routes(bp, REST_PATH, below=False)

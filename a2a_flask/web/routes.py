@@ -3,8 +3,9 @@ query strings, the JSON error body, and JSON answers for paths no route has."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
-from typing import Any, Callable, Dict, List, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Type
 
 from flask import Blueprint, Response, current_app, request
 from werkzeug.exceptions import HTTPException
@@ -22,12 +23,6 @@ from ..protocol.errors import (
 )
 from .headers import is_json_mimetype, parse_json, read_body, refuse_lone_surrogates
 from .sse import dumps
-
-
-class IdConverter(BaseConverter):
-    """A path segment without ``:`` so ``/tasks/<id>:cancel`` routes correctly."""
-
-    regex = r"[^/:]+"
 
 
 class AnyPathConverter(BaseConverter):
@@ -141,6 +136,65 @@ def routes_of(version: str, specs: Callable[[Operation[Any]], Tuple[OperationRou
             for op in OPERATIONS for spec in specs(op)]
 
 
+#: The converter of a route's path variables: one path segment without ``:``, so
+#: that ``/tasks/<a2aid:id>:cancel`` routes correctly.
+_VARIABLE = re.compile(r"<a2aid:(\w+)>")
+
+
+class RouteTable:
+    """Routes matched by path and verb in one Flask view (a catch-all rule per agent):
+    each Werkzeug rule compiles Python code when an app registers it, and the REST
+    flavours have 35 routes, which every app (and every gunicorn worker) would pay.
+
+    Matching follows Werkzeug's: at each segment a literal wins over a variable
+    (``/tasks/tasks`` is the task ``tasks``, not tenant ``tasks``'s list), and a path
+    some route has, with a verb none of them takes, is a 405.
+    """
+
+    def __init__(self, mounts: Iterable[Tuple[str, Iterable[Route]]]) -> None:
+        entries = []
+        for prefix, routes in mounts:
+            for route in routes:
+                rule = prefix + route.rule
+                literal_first = tuple("<" in segment for segment in rule.split("/"))
+                entries.append((literal_first, rule, route))
+        entries.sort(key=lambda entry: entry[0])  # stable: the table's order otherwise
+        self._entries = [(rule, re.compile(_regex(rule)), route) for _, rule, route in entries]
+
+    def rules(self) -> List[Tuple[str, Tuple[str, ...]]]:
+        """Every rule (Werkzeug's syntax) and its verbs, in matching order."""
+        return [(rule, route.verbs) for rule, _, route in self._entries]
+
+    def match(self, path: str, verb: str) -> Tuple[Optional[Route], Dict[str, str], List[str]]:
+        """The route for ``path`` and ``verb`` (HEAD as GET) and its path variables;
+        else None and the verbs the path's routes take (empty: no route has it)."""
+        wanted = "GET" if verb == "HEAD" else verb
+        allowed: List[str] = []
+        for _, regex, route in self._entries:
+            found = regex.fullmatch(path)
+            if found is None:
+                continue
+            if wanted in route.verbs:
+                return route, found.groupdict(), []
+            allowed.extend(v for v in route.verbs if v not in allowed)
+        return None, {}, allowed
+
+
+def _regex(rule: str) -> str:
+    """The regular expression of a rule such as ``/tasks/<a2aid:id>:cancel``."""
+    parts, end = [], 0
+    for variable in _VARIABLE.finditer(rule):
+        parts += [_literal(rule, rule[end:variable.start()]), f"(?P<{variable[1]}>[^/:]+)"]
+        end = variable.end()
+    return "".join(parts) + _literal(rule, rule[end:])
+
+
+def _literal(rule: str, text: str) -> str:
+    if "<" in text:
+        raise ValueError(f"route {rule!r}: only <a2aid:name> variables are supported")
+    return re.escape(text)
+
+
 def unknown_route(**_: str) -> Response:
     """404 for paths no route has; 405 (with ``Allow``) for a known path and wrong verb."""
     adapter = current_app.url_map.bind_to_environ(request.environ)
@@ -152,6 +206,12 @@ def unknown_route(**_: str) -> Response:
             continue
         if not endpoint.endswith("_unknown"):
             allowed.append(method)
+    return not_routed(allowed)
+
+
+def not_routed(allowed: List[str]) -> Response:
+    """The JSON answer to a request no route takes: 405 with ``Allow`` when routes
+    of its path take the verbs ``allowed``, else 404."""
     if allowed:
         exc: A2AError = MethodNotFoundError(
             f"{request.method} is not allowed on {request.path}; use {', '.join(allowed)}",
@@ -169,12 +229,14 @@ def unknown_route(**_: str) -> Response:
 ANY_METHOD = ["GET", "POST", "PUT", "PATCH", "DELETE", "TRACE", "CONNECT"]
 
 
-def add_unknown_routes(bp: Blueprint, base: str, served: Tuple[str, ...] = ()) -> None:
-    """JSON 404/405 answers for everything under ``base`` that no route serves
-    (``served``: the verbs a route at ``base`` itself has)."""
+def add_unknown_routes(bp: Blueprint, base: str, served: Tuple[str, ...] = (),
+                       below: bool = True) -> None:
+    """JSON 404/405 answers for ``base`` and, with ``below``, everything under it
+    that no route serves (``served``: the verbs a route at ``base`` itself has)."""
     verbs = [m for m in ANY_METHOD if m not in served]
     if verbs:
         bp.add_url_rule(base, f"{base.strip('/') or 'root'}_unknown", unknown_route,
                         methods=verbs, merge_slashes=False, strict_slashes=False)
-    bp.add_url_rule(base + "/<a2apath:rest>", f"{base.strip('/') or 'root'}_any_unknown",
-                    unknown_route, methods=ANY_METHOD, merge_slashes=False)
+    if below:
+        bp.add_url_rule(base + "/<a2apath:rest>", f"{base.strip('/') or 'root'}_any_unknown",
+                        unknown_route, methods=ANY_METHOD, merge_slashes=False)
