@@ -262,11 +262,13 @@ def test_long_polls_on_both_workers_wake_on_an_event_either_wrote_cheaply(served
         assert {task["status"]["state"] for task, _ in answers} == {"TASK_STATE_COMPLETED"}
         threading.Event().wait(0.5)  # the next reports
         after = _counts(folder)
-        woken = {name: after.get(name, 0) - before.get(name, 0)
-                 for name in ("read", "load", "head")}
+        # Heads are left out: the runner's keeper reads the running task's head once a
+        # second (a cancel check), however many poll it, and the gate may take seconds.
+        woken = {name: after.get(name, 0) - before.get(name, 0) for name in ("read", "load")}
         # One event: each worker's feed reads it and loads the task once for its share
-        # of the crowd (a long-poll alone costs 1 load and 2 reads: tests/web).
-        assert sum(woken.values()) <= 2 * 5, woken
+        # of the crowd, about 5 operations a worker; a long-poll alone costs 1 load and
+        # 2 reads (tests/web), so waking each poll on its own would cost 72 here.
+        assert sum(woken.values()) <= crowd // 2, woken
         if {pid for _, pid in answers} - {runner}:
             return  # some were held by the worker that did not run the task
     pytest.fail("every long-poll landed on the worker that ran the task, three times")
