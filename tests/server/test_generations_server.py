@@ -25,6 +25,7 @@ import pytest
 import requests
 
 from tests.conftest import REDIS_URL, drop_redis_prefix, drop_sql_database, redis_up, sql_test_url
+from tests.server.test_server import gunicorn_workers, workers_paused
 from tests.support.helpers import Server, parse_sse, rpc_body, user_message, wait_until
 from tests.support.ports import accepted_connections
 
@@ -66,37 +67,19 @@ def served(request) -> Iterator[Tuple[Server, Path]]:
 
 def worker_sessions(server: Server, task_id: str) -> List[requests.Session]:
     """A kept-alive connection to each of the two workers (a connection stays with the
-    worker that took it), so that requests sent on them are served there.
-
-    An idle worker takes every new connection of a burst: connections are opened
-    from several threads at once, each asking for ``task_id`` (a store read), until
-    one lands on a worker that is busy with another and the other takes it."""
-    found: Dict[int, requests.Session] = {}
-    lock = threading.Lock()
-
-    def probe() -> None:
-        for _ in range(40):
-            with lock:
-                if len(found) == 2:
-                    return
-            session = requests.Session()
+    worker that took it), so that requests sent on them are served there: each is
+    opened, asking for ``task_id``, while the other workers are paused."""
+    workers = gunicorn_workers(server.proc.pid)
+    assert len(workers) == 2, workers
+    sessions = []
+    for worker in workers:
+        session = requests.Session()
+        with workers_paused(server.proc.pid, set(workers) - {worker}):
             answer = session.post(server.url + "/a2a", headers=V11, timeout=30,
                                   json=rpc_body("GetTask", {"id": task_id}))
-            pid = int(answer.headers["X-Worker-Pid"])
-            with lock:
-                if pid not in found and len(found) < 2:
-                    found[pid] = session
-                    continue
-            session.close()
-
-    threads = [threading.Thread(target=probe) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    if len(found) < 2:
-        pytest.fail(f"every connection landed on one worker ({list(found)})")
-    return list(found.values())
+        assert int(answer.headers["X-Worker-Pid"]) == worker
+        sessions.append(session)
+    return sessions
 
 
 def rpc(server: Server, method: str, params: Any,

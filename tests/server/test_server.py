@@ -17,6 +17,7 @@ file named by the message text exists, then completes); it writes ``run ended:
 from __future__ import annotations
 
 import glob
+import contextlib
 import json
 import os
 import resource
@@ -28,7 +29,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import pytest
 import requests
@@ -389,6 +390,20 @@ def connect_elsewhere(master_pid: int, port: int, avoid: Iterable[int],
     The kernel lets whichever worker wakes first accept, and it may keep picking the
     same one; so the avoided workers are stopped (SIGSTOP) while we connect and the
     others must take the connection, then they go on (SIGCONT) where they were."""
+    with workers_paused(master_pid, avoid, timeout):
+        conn = RawConnection(port)
+        try:
+            server = serving_worker(gunicorn_workers(master_pid), port, conn.local_port, timeout)
+        except BaseException:
+            conn.close()
+            raise
+    return conn, server
+
+
+@contextlib.contextmanager
+def workers_paused(master_pid: int, avoid: Iterable[int], timeout: float = 10.0) -> Iterator[None]:
+    """The master's workers in ``avoid`` stopped (SIGSTOP, seen in /proc) for the
+    block, then resumed where they were: only the others accept connections meanwhile."""
     avoid = set(avoid)
     paused = [pid for pid in gunicorn_workers(master_pid) if pid in avoid]
     try:
@@ -398,16 +413,10 @@ def connect_elsewhere(master_pid: int, port: int, avoid: Iterable[int],
         while not all(_process_state(stopped) == "T" for stopped in paused):
             assert time.monotonic() < deadline, "the workers to avoid did not stop"
             time.sleep(0.005)
-        conn = RawConnection(port)
-        try:
-            server = serving_worker(gunicorn_workers(master_pid), port, conn.local_port, timeout)
-        except BaseException:
-            conn.close()
-            raise
+        yield
     finally:
         for stopped in paused:
             os.kill(stopped, signal.SIGCONT)
-    return conn, server
 
 
 class StreamFleet:
