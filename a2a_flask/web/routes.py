@@ -156,8 +156,9 @@ class RouteTable:
         for prefix, routes in mounts:
             for route in routes:
                 rule = prefix + route.rule
-                literal_first = tuple("<" in segment for segment in rule.split("/"))
-                entries.append((literal_first, rule, route))
+                # Sorting by which segments are variables puts literals first.
+                variables = tuple("<" in segment for segment in rule.split("/"))
+                entries.append((variables, rule, route))
         entries.sort(key=lambda entry: entry[0])  # stable: the table's order otherwise
         self._entries = [(rule, re.compile(_regex(rule)), route) for _, rule, route in entries]
 
